@@ -1,0 +1,142 @@
+package obs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// NewLogger returns a JSON logger writing to w at the given level ("debug",
+// "info", "warn", "error"), with the service name on every line.
+func NewLogger(w io.Writer, service, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log level %q: want debug, info, warn or error", level)
+	}
+	h := slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv})
+	return slog.New(h).With("service", service), nil
+}
+
+// NewRegistry returns a Prometheus registry with the Go runtime and process
+// collectors registered. Each process (and each test) uses its own registry.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// Check reports whether one dependency is usable; it must return promptly
+// when ctx ends.
+type Check func(ctx context.Context) error
+
+// Health is a service's liveness and readiness state. It is safe for
+// concurrent use.
+type Health struct {
+	mu       sync.RWMutex
+	checks   map[string]Check
+	draining atomic.Bool
+}
+
+// NewHealth returns a Health with no checks, ready and not draining.
+func NewHealth() *Health { return &Health{checks: map[string]Check{}} }
+
+// AddCheck registers a readiness check under name, replacing any earlier one.
+func (h *Health) AddCheck(name string, c Check) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.checks[name] = c
+}
+
+// SetDraining marks the service as shutting down: /readyz answers 503 from
+// now on so that traffic and rebalances move elsewhere first.
+func (h *Health) SetDraining() { h.draining.Store(true) }
+
+// Ready runs every check with a short timeout and returns the failures
+// joined, or nil. It fails while draining.
+func (h *Health) Ready(ctx context.Context) error {
+	if h.draining.Load() {
+		return errors.New("draining")
+	}
+	h.mu.RLock()
+	names := make([]string, 0, len(h.checks))
+	for n := range h.checks {
+		names = append(names, n)
+	}
+	checks := make(map[string]Check, len(h.checks))
+	for n, c := range h.checks {
+		checks[n] = c
+	}
+	h.mu.RUnlock()
+	sort.Strings(names)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var errs []error
+	for _, n := range names {
+		if err := checks[n](ctx); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", n, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Mux returns a ServeMux serving /healthz, /readyz and /metrics; callers add
+// their own routes to it.
+func Mux(h *Health, reg *prometheus.Registry) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if err := h.Ready(r.Context()); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, "not ready: "+strings.ReplaceAll(err.Error(), "\n", "; ")+"\n")
+			return
+		}
+		_, _ = io.WriteString(w, "ready\n")
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	return mux
+}
+
+// Serve listens on addr and serves handler until ctx ends, then shuts down,
+// giving in-flight requests up to grace to finish. The listener is bound
+// before Serve returns an error for a bad address, so callers learn of a
+// busy port at once.
+func Serve(ctx context.Context, addr string, handler http.Handler, grace time.Duration) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	return ServeListener(ctx, ln, handler, grace)
+}
+
+// ServeListener is Serve on an already bound listener.
+func ServeListener(ctx context.Context, ln net.Listener, handler http.Handler, grace time.Duration) error {
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve http: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shut down http server: %w", err)
+	}
+	return nil
+}
