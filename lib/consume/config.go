@@ -1,0 +1,197 @@
+package consume
+
+import (
+	"context"
+
+	"errors"
+	"fmt"
+	"github.com/notiflow/notiflow/lib/kafkax"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+)
+
+// Ordering says which records may run concurrently.
+type Ordering int
+
+const (
+	// OrderKey runs records with the same key one at a time, in offset
+	// order, and different keys in parallel. Records without a key are
+	// ordered by partition.
+	OrderKey Ordering = iota
+	// OrderPartition runs one record at a time per partition.
+	OrderPartition
+	// OrderNone runs records in parallel with no ordering.
+	OrderNone
+)
+
+// ParseOrdering maps "key", "partition" and "unordered" to an Ordering.
+func ParseOrdering(s string) (Ordering, error) {
+	switch s {
+	case "key", "":
+		return OrderKey, nil
+	case "partition":
+		return OrderPartition, nil
+	case "unordered", "none":
+		return OrderNone, nil
+	}
+	return 0, fmt.Errorf("unknown ordering %q: want key, partition or unordered", s)
+}
+
+func (o Ordering) String() string {
+	switch o {
+	case OrderKey:
+		return "key"
+	case OrderPartition:
+		return "partition"
+	case OrderNone:
+		return "unordered"
+	}
+	return fmt.Sprintf("Ordering(%d)", int(o))
+}
+
+// Defaults of Config.
+const (
+	DefaultWorkers                 = 64
+	DefaultMaxInFlight             = 10_000
+	DefaultMaxInFlightPerPartition = 2_000
+	DefaultCommitInterval          = 200 * time.Millisecond
+	DefaultDrainTimeout            = 10 * time.Second
+	DefaultMaxAttempts             = 5
+	DefaultBackoffMin              = 100 * time.Millisecond
+	DefaultBackoffMax              = 5 * time.Second
+	DefaultBatchSize               = 200
+	DefaultBatchIdle               = time.Second
+	DefaultBatchMaxAge             = 3 * time.Second
+	DefaultBatchConcurrency        = 1
+	DefaultFetchMaxBytes           = 4 << 20
+	DefaultFetchMaxWait            = 250 * time.Millisecond
+	DefaultSessionTimeout          = 10 * time.Second
+	DefaultHeartbeatInterval       = time.Second
+	DefaultRebalanceTimeout        = 30 * time.Second
+)
+
+// DeadLetterer sends records that cannot be processed to the dead-letter
+// topic and returns once they are durable. kafkax.DeadLetter implements it.
+type DeadLetterer interface {
+	SendMany(ctx context.Context, recs []kafkax.DeadRecord) error
+}
+
+// Config configures a Consumer. Brokers, GroupID, Topics, Service and DLQ
+// are required; zero values elsewhere take the defaults above.
+type Config struct {
+	Brokers []string
+	GroupID string
+	Topics  []string
+	// Service names the consuming service in dead-letter headers and logs.
+	Service string
+
+	Ordering Ordering
+	// Workers is the number of records handled at once in this process
+	// (per-record handlers).
+	Workers int
+	// MaxInFlight bounds records fetched but not done, per process.
+	MaxInFlight int
+	// MaxInFlightPerPartition bounds the same per partition.
+	MaxInFlightPerPartition int
+	// CommitInterval is how often completed offsets are committed.
+	CommitInterval time.Duration
+	// DrainTimeout bounds how long running handlers may take to finish at
+	// generation end or shutdown; it must stay below RebalanceTimeout.
+	DrainTimeout time.Duration
+	// StartOffset applies when the group has no committed offset:
+	// kafka.FirstOffset (default) or kafka.LastOffset.
+	StartOffset int64
+
+	// MaxAttempts is how often a per-record handler is tried before the
+	// record is dead lettered.
+	MaxAttempts int
+	// BatchMaxAttempts is how often a batch handler is tried before the
+	// whole batch is dead lettered; 0 retries until it succeeds or the
+	// consumer stops (the records stay uncommitted meanwhile).
+	BatchMaxAttempts int
+	BackoffMin       time.Duration
+	BackoffMax       time.Duration
+
+	// BatchSize, BatchIdle and BatchMaxAge shape batches for a
+	// BatchHandler: a batch is handed over when it holds BatchSize records,
+	// when no record arrived for BatchIdle, or when its oldest record has
+	// waited BatchMaxAge.
+	BatchSize   int
+	BatchIdle   time.Duration
+	BatchMaxAge time.Duration
+	// BatchConcurrency is how many batches may be handled at once.
+	BatchConcurrency int
+
+	FetchMaxBytes     int
+	FetchMaxWait      time.Duration
+	SessionTimeout    time.Duration
+	HeartbeatInterval time.Duration
+	RebalanceTimeout  time.Duration
+
+	// DLQ receives dead letters.
+	DLQ DeadLetterer
+	// Logger gets lifecycle events (never one line per record).
+	Logger *slog.Logger
+	// Registerer gets the consumer's metrics; nil registers nowhere.
+	Registerer prometheus.Registerer
+}
+
+func (c *Config) setDefaults() {
+	setDefault(&c.Workers, DefaultWorkers)
+	setDefault(&c.MaxInFlight, DefaultMaxInFlight)
+	setDefault(&c.MaxInFlightPerPartition, DefaultMaxInFlightPerPartition)
+	setDefault(&c.CommitInterval, DefaultCommitInterval)
+	setDefault(&c.DrainTimeout, DefaultDrainTimeout)
+	setDefault(&c.MaxAttempts, DefaultMaxAttempts)
+	setDefault(&c.BackoffMin, DefaultBackoffMin)
+	setDefault(&c.BackoffMax, DefaultBackoffMax)
+	setDefault(&c.BatchSize, DefaultBatchSize)
+	setDefault(&c.BatchIdle, DefaultBatchIdle)
+	setDefault(&c.BatchMaxAge, DefaultBatchMaxAge)
+	setDefault(&c.BatchConcurrency, DefaultBatchConcurrency)
+	setDefault(&c.FetchMaxBytes, DefaultFetchMaxBytes)
+	setDefault(&c.FetchMaxWait, DefaultFetchMaxWait)
+	setDefault(&c.SessionTimeout, DefaultSessionTimeout)
+	setDefault(&c.HeartbeatInterval, DefaultHeartbeatInterval)
+	setDefault(&c.RebalanceTimeout, DefaultRebalanceTimeout)
+	if c.StartOffset == 0 {
+		c.StartOffset = kafka.FirstOffset
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.MaxInFlightPerPartition > c.MaxInFlight {
+		c.MaxInFlightPerPartition = c.MaxInFlight
+	}
+}
+
+func setDefault[T comparable](p *T, def T) {
+	var zero T
+	if *p == zero {
+		*p = def
+	}
+}
+
+// Validate reports a configuration that cannot work.
+func (c *Config) Validate() error {
+	switch {
+	case len(c.Brokers) == 0:
+		return errors.New("consume: no brokers")
+	case c.GroupID == "":
+		return errors.New("consume: no group id")
+	case len(c.Topics) == 0:
+		return errors.New("consume: no topics")
+	case c.DLQ == nil:
+		return errors.New("consume: no dead-letter sink")
+	case c.Workers < 1 || c.MaxInFlight < 1 || c.BatchSize < 1 || c.BatchConcurrency < 1:
+		return errors.New("consume: workers, in-flight bounds, batch size and batch concurrency must be positive")
+	case c.DrainTimeout >= c.RebalanceTimeout:
+		return fmt.Errorf("consume: drain timeout %s must be below the rebalance timeout %s", c.DrainTimeout, c.RebalanceTimeout)
+	case c.StartOffset != kafka.FirstOffset && c.StartOffset != kafka.LastOffset:
+		return errors.New("consume: start offset must be kafka.FirstOffset or kafka.LastOffset")
+	}
+	return nil
+}

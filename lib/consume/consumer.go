@@ -1,0 +1,506 @@
+package consume
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/notiflow/notiflow/lib/kafkax"
+)
+
+// Record is one consumed record and its decoded value.
+type Record[T any] struct {
+	Msg   kafka.Message
+	Value T
+}
+
+// Decoder turns a record's value into T. An error means the record is
+// undecodable: it goes to the dead-letter topic and never reaches a handler.
+type Decoder[T any] func(msg *kafka.Message) (T, error)
+
+// Handler handles one record. It must return promptly once ctx ends (ctx
+// ends when the drain deadline passes, not when the generation ends).
+// Returning nil marks the record done; an error is retried (see Permanent).
+type Handler[T any] interface {
+	Handle(ctx context.Context, rec *Record[T]) error
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc[T any] func(ctx context.Context, rec *Record[T]) error
+
+// Handle calls f.
+func (f HandlerFunc[T]) Handle(ctx context.Context, rec *Record[T]) error { return f(ctx, rec) }
+
+// BatchHandler handles a batch of records, possibly from several partitions.
+// Returning nil marks every record of the batch done; an error retries the
+// whole batch. It must return promptly once ctx ends.
+type BatchHandler[T any] interface {
+	HandleBatch(ctx context.Context, recs []*Record[T]) error
+}
+
+// BatchHandlerFunc adapts a function to BatchHandler.
+type BatchHandlerFunc[T any] func(ctx context.Context, recs []*Record[T]) error
+
+// HandleBatch calls f.
+func (f BatchHandlerFunc[T]) HandleBatch(ctx context.Context, recs []*Record[T]) error {
+	return f(ctx, recs)
+}
+
+// Consumer consumes a group's topics with a per-record or a batch handler.
+// Run it once.
+type Consumer[T any] struct {
+	cfg     Config
+	decode  Decoder[T]
+	handler Handler[T]
+	batch   BatchHandler[T]
+
+	slots chan struct{} // process-wide in-flight bound
+	m     *metrics
+
+	failing atomic.Pointer[error] // last batch failure, nil after a success
+}
+
+// New returns a Consumer that hands records one at a time to h.
+func New[T any](cfg Config, decode Decoder[T], h Handler[T]) (*Consumer[T], error) {
+	return newConsumer(cfg, decode, h, nil)
+}
+
+// NewBatch returns a Consumer that hands batches to h.
+func NewBatch[T any](cfg Config, decode Decoder[T], h BatchHandler[T]) (*Consumer[T], error) {
+	return newConsumer[T](cfg, decode, nil, h)
+}
+
+func newConsumer[T any](cfg Config, decode Decoder[T], h Handler[T], bh BatchHandler[T]) (*Consumer[T], error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if decode == nil {
+		return nil, errors.New("consume: no decoder")
+	}
+	return &Consumer[T]{
+		cfg: cfg, decode: decode, handler: h, batch: bh,
+		slots: make(chan struct{}, cfg.MaxInFlight),
+		m:     newMetrics(cfg.Registerer),
+	}, nil
+}
+
+// Check reports an error while the batch handler keeps failing (for
+// example the database is down and the batch is being retried); it is nil
+// again after the next success. Safe for concurrent use.
+func (c *Consumer[T]) Check(context.Context) error {
+	if p := c.failing.Load(); p != nil {
+		return fmt.Errorf("handler failing, retrying: %w", *p)
+	}
+	return nil
+}
+
+// Run joins the group and consumes until ctx ends, then drains (see the
+// package documentation), commits, leaves the group and returns nil. It
+// returns an error only when the group cannot be created.
+func (c *Consumer[T]) Run(ctx context.Context) error {
+	group, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
+		ID:                     c.cfg.GroupID,
+		Brokers:                c.cfg.Brokers,
+		Topics:                 c.cfg.Topics,
+		HeartbeatInterval:      c.cfg.HeartbeatInterval,
+		SessionTimeout:         c.cfg.SessionTimeout,
+		RebalanceTimeout:       c.cfg.RebalanceTimeout,
+		JoinGroupBackoff:       time.Second,
+		StartOffset:            c.cfg.StartOffset,
+		WatchPartitionChanges:  true,
+		PartitionWatchInterval: 5 * time.Second,
+		Timeout:                10 * time.Second,
+	})
+	if err != nil {
+		return fmt.Errorf("create consumer group %s: %w", c.cfg.GroupID, err)
+	}
+	// Closing the group waits for the running generation function, which
+	// drains and commits, and then leaves the group.
+	closed := make(chan struct{})
+	go func() {
+		<-ctx.Done()
+		_ = group.Close()
+		close(closed)
+	}()
+	log := c.cfg.Logger.With("group", c.cfg.GroupID)
+	for {
+		gen, err := group.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, kafka.ErrGroupClosed) {
+				break
+			}
+			log.Warn("consumer group: waiting for a generation", "err", err)
+			continue
+		}
+		c.m.rebalances.WithLabelValues(c.cfg.GroupID).Inc()
+		n := 0
+		for _, as := range gen.Assignments {
+			n += len(as)
+		}
+		log.Info("joined generation", "generation", gen.ID, "member", gen.MemberID, "partitions", n)
+		gen.Start(func(gctx context.Context) { c.runGeneration(ctx, gctx, gen) })
+	}
+	<-closed
+	log.Info("left consumer group")
+	return nil
+}
+
+// job is one record on its way from fetch to completion.
+type job[T any] struct {
+	rec  Record[T]
+	err  error // decode failure: dead letter it
+	part *partition
+	key  string
+}
+
+// partition is the per-generation state of one assigned partition.
+type partition struct {
+	topic     string
+	id        int
+	name      string
+	tr        *tracker
+	slots     chan struct{}
+	committed int64 // touched only by the commit path
+	hwm       atomic.Int64
+
+	consumed, processed, retried, deadLettered, skipped prometheus.Counter
+}
+
+// generation is the state of one generation's run.
+type generation[T any] struct {
+	c        *Consumer[T]
+	gen      *kafka.Generation
+	parts    []*partition
+	hctx     context.Context // handler context: ends at the drain deadline
+	lanes    *lanes[T]
+	batchIn  chan *job[T]
+	flushCh  chan []*job[T]
+	inFlight prometheus.Gauge
+}
+
+func (c *Consumer[T]) runGeneration(ctx, gctx context.Context, gen *kafka.Generation) {
+	hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer hcancel()
+	g := &generation[T]{c: c, gen: gen, hctx: hctx, inFlight: c.m.inFlight.WithLabelValues(c.cfg.GroupID)}
+	for topic, as := range gen.Assignments {
+		for _, a := range as {
+			g.parts = append(g.parts, c.newPartition(topic, a))
+		}
+	}
+	log := c.cfg.Logger.With("group", c.cfg.GroupID, "generation", gen.ID)
+
+	// fetchCtx ends when the generation ends or the consumer stops.
+	fetchCtx, stopFetch := context.WithCancel(context.Background())
+	defer stopFetch()
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-gctx.Done():
+		case <-fetchCtx.Done():
+		}
+		stopFetch()
+	}()
+
+	var workers sync.WaitGroup
+	if c.batch != nil {
+		g.batchIn = make(chan *job[T], c.cfg.BatchSize)
+		g.flushCh = make(chan []*job[T])
+		workers.Go(g.accumulate)
+		for range c.cfg.BatchConcurrency {
+			workers.Go(g.flushLoop)
+		}
+	} else {
+		g.lanes = newLanes[T](c.cfg.Ordering, c.cfg.MaxInFlight)
+		for range c.cfg.Workers {
+			workers.Go(g.workLoop)
+		}
+	}
+
+	commitDone := make(chan struct{})
+	var committer sync.WaitGroup
+	committer.Go(func() {
+		t := time.NewTicker(c.cfg.CommitInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-commitDone:
+				return
+			case <-t.C:
+				if err := g.commit(); err != nil {
+					log.Warn("commit offsets", "err", err)
+				}
+			}
+		}
+	})
+
+	var fetchers sync.WaitGroup
+	for _, p := range g.parts {
+		start := p.committed
+		if start < 0 {
+			start = c.cfg.StartOffset
+		}
+		fetchers.Go(func() { g.fetchLoop(fetchCtx, p, start) })
+	}
+	fetchers.Wait()
+
+	// Drain: nothing new is submitted from here on.
+	if g.batchIn != nil {
+		close(g.batchIn)
+	} else {
+		close(g.lanes.ready)
+	}
+	drained := make(chan struct{})
+	go func() { workers.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(c.cfg.DrainTimeout):
+		log.Warn("drain deadline passed; cancelling running handlers", "timeout", c.cfg.DrainTimeout)
+		hcancel()
+		<-drained
+	}
+	close(commitDone)
+	committer.Wait()
+	if err := g.commit(); err != nil {
+		log.Warn("final commit", "err", err)
+	}
+	for _, p := range g.parts {
+		c.m.lag.DeleteLabelValues(c.cfg.GroupID, p.topic, strconv.Itoa(p.id))
+		c.m.committedOffset.DeleteLabelValues(c.cfg.GroupID, p.topic, strconv.Itoa(p.id))
+	}
+	log.Info("generation ended")
+}
+
+func (c *Consumer[T]) newPartition(topic string, a kafka.PartitionAssignment) *partition {
+	group := c.cfg.GroupID
+	p := &partition{
+		topic: topic, id: a.ID, name: topic + "/" + strconv.Itoa(a.ID),
+		tr:           newTracker(a.Offset),
+		slots:        make(chan struct{}, c.cfg.MaxInFlightPerPartition),
+		committed:    a.Offset,
+		consumed:     c.m.consumed.WithLabelValues(group, topic),
+		processed:    c.m.processed.WithLabelValues(group, topic),
+		retried:      c.m.retried.WithLabelValues(group, topic),
+		deadLettered: c.m.deadLettered.WithLabelValues(group, topic),
+		skipped:      c.m.skipped.WithLabelValues(group, topic),
+	}
+	if a.Offset < 0 {
+		p.committed = -1
+	}
+	return p
+}
+
+// fetchLoop reads one partition from start until ctx ends.
+func (g *generation[T]) fetchLoop(ctx context.Context, p *partition, start int64) {
+	c := g.c
+	r := kafka.NewReader(kafka.ReaderConfig{
+		Brokers:        c.cfg.Brokers,
+		Topic:          p.topic,
+		Partition:      p.id,
+		MinBytes:       1,
+		MaxBytes:       c.cfg.FetchMaxBytes,
+		MaxWait:        c.cfg.FetchMaxWait,
+		QueueCapacity:  256,
+		ReadBackoffMin: 100 * time.Millisecond,
+		ReadBackoffMax: time.Second,
+		MaxAttempts:    5,
+	})
+	defer r.Close()
+	if err := r.SetOffset(start); err != nil {
+		c.cfg.Logger.Error("set fetch offset", "partition", p.name, "offset", start, "err", err)
+		return
+	}
+	for attempt := 1; ; {
+		msg, err := r.FetchMessage(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			c.cfg.Logger.Warn("fetch", "group", c.cfg.GroupID, "partition", p.name, "err", err)
+			if !sleep(ctx, Backoff(attempt, c.cfg.BackoffMin, c.cfg.BackoffMax)) {
+				return
+			}
+			attempt++
+			continue
+		}
+		attempt = 1
+		select {
+		case p.slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		select {
+		case c.slots <- struct{}{}:
+		case <-ctx.Done():
+			<-p.slots
+			return
+		}
+		p.tr.add(msg.Offset)
+		p.hwm.Store(msg.HighWaterMark)
+		p.consumed.Inc()
+		g.inFlight.Inc()
+		j := &job[T]{rec: Record[T]{Msg: msg}, part: p}
+		if msg.Value == nil {
+			p.skipped.Inc()
+			g.complete(j)
+			continue
+		}
+		if err := kafkax.CheckSchema(msg.Headers); err != nil {
+			j.err = err
+		} else if j.rec.Value, err = c.decode(&j.rec.Msg); err != nil {
+			j.err = fmt.Errorf("decode value: %w", err)
+		}
+		if g.batchIn != nil {
+			select {
+			case g.batchIn <- j:
+			case <-ctx.Done():
+				g.abandon(j)
+				return
+			}
+			continue
+		}
+		switch {
+		case c.cfg.Ordering == OrderPartition || (c.cfg.Ordering == OrderKey && len(msg.Key) == 0):
+			j.key = p.name
+		case c.cfg.Ordering == OrderKey:
+			j.key = string(msg.Key)
+		}
+		g.lanes.submit(j)
+	}
+}
+
+// release gives back the in-flight slots of j.
+func (g *generation[T]) release(j *job[T]) {
+	<-j.part.slots
+	<-g.c.slots
+	g.inFlight.Dec()
+}
+
+// complete marks j done so its offset may be committed.
+func (g *generation[T]) complete(j *job[T]) {
+	j.part.tr.done(j.rec.Msg.Offset)
+	g.release(j)
+}
+
+// abandon gives up on j without marking it done: its offset is not
+// committed and whoever owns the partition next fetches it again.
+func (g *generation[T]) abandon(j *job[T]) { g.release(j) }
+
+// workLoop runs per-record jobs until the lanes are closed and empty.
+func (g *generation[T]) workLoop() {
+	for j := range g.lanes.ready {
+		for j != nil {
+			if g.hctx.Err() != nil {
+				g.abandon(j)
+			} else {
+				g.handle(j)
+			}
+			j = g.lanes.next(j.key)
+		}
+	}
+}
+
+// handle runs the handler on j with retries, dead lettering it when it
+// keeps failing.
+func (g *generation[T]) handle(j *job[T]) {
+	c, p := g.c, j.part
+	if j.err != nil {
+		g.deadLetter([]*job[T]{j}, j.err, 0)
+		return
+	}
+	for attempt := 1; ; attempt++ {
+		start := time.Now()
+		err := c.handler.Handle(g.hctx, &j.rec)
+		c.m.handlerSeconds.WithLabelValues(c.cfg.GroupID).Observe(time.Since(start).Seconds())
+		if err == nil {
+			p.processed.Inc()
+			g.complete(j)
+			return
+		}
+		if g.hctx.Err() != nil {
+			g.abandon(j)
+			return
+		}
+		if errors.Is(err, ErrPermanent) || attempt >= c.cfg.MaxAttempts {
+			g.deadLetter([]*job[T]{j}, err, attempt)
+			return
+		}
+		p.retried.Inc()
+		if !sleep(g.hctx, Backoff(attempt, c.cfg.BackoffMin, c.cfg.BackoffMax)) {
+			g.abandon(j)
+			return
+		}
+	}
+}
+
+// deadLetter sends jobs to the DLQ with reason (each job's own decode error
+// wins over reason) and completes them once Kafka acknowledged. It keeps
+// trying until the handler context ends; then the jobs are abandoned.
+func (g *generation[T]) deadLetter(jobs []*job[T], reason error, attempts int) {
+	c := g.c
+	recs := make([]kafkax.DeadRecord, len(jobs))
+	for i, j := range jobs {
+		r := reason
+		if j.err != nil {
+			r = j.err
+		}
+		recs[i] = kafkax.DeadRecord{Msg: j.rec.Msg, Reason: r, Attempts: attempts}
+	}
+	for try := 1; ; try++ {
+		err := c.cfg.DLQ.SendMany(g.hctx, recs)
+		if err == nil {
+			break
+		}
+		c.cfg.Logger.Error("send to dead-letter topic", "group", c.cfg.GroupID, "records", len(recs), "err", err)
+		if !sleep(g.hctx, Backoff(try, c.cfg.BackoffMin, c.cfg.BackoffMax)) {
+			for _, j := range jobs {
+				g.abandon(j)
+			}
+			return
+		}
+	}
+	for _, j := range jobs {
+		j.part.deadLettered.Inc()
+		g.complete(j)
+	}
+}
+
+// commit commits, within this generation, the position of every partition
+// that moved since the last commit.
+func (g *generation[T]) commit() error {
+	group := g.c.cfg.GroupID
+	offsets := map[string]map[int]int64{}
+	var moved []*partition
+	for _, p := range g.parts {
+		off, ok := p.tr.position()
+		if hwm := p.hwm.Load(); hwm > 0 && ok {
+			g.c.m.lag.WithLabelValues(group, p.topic, strconv.Itoa(p.id)).Set(float64(max(hwm-off, 0)))
+		}
+		if !ok || off <= p.committed {
+			continue
+		}
+		if offsets[p.topic] == nil {
+			offsets[p.topic] = map[int]int64{}
+		}
+		offsets[p.topic][p.id] = off
+		moved = append(moved, p)
+	}
+	if len(moved) == 0 {
+		return nil
+	}
+	if err := g.gen.CommitOffsets(offsets); err != nil {
+		return fmt.Errorf("commit %d partition(s) in generation %d: %w", len(moved), g.gen.ID, err)
+	}
+	for _, p := range moved {
+		p.committed = offsets[p.topic][p.id]
+		g.c.m.committedOffset.WithLabelValues(group, p.topic, strconv.Itoa(p.id)).Set(float64(p.committed))
+	}
+	return nil
+}

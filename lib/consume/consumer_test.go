@@ -1,0 +1,520 @@
+package consume
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/notiflow/notiflow/lib/kafkax"
+	"github.com/notiflow/notiflow/lib/testkit"
+)
+
+// orderChecker records, per key, which sequences were handled and fails on
+// a record handled before every lower sequence of its key was, or on two
+// records of one key running at once.
+type orderChecker struct {
+	mu      sync.Mutex
+	running map[string]bool
+	next    map[string]int // lowest sequence not yet seen, per key
+	seen    map[string]map[int]int
+	handled atomic.Int64
+	errs    []string
+}
+
+func newOrderChecker() *orderChecker {
+	return &orderChecker{running: map[string]bool{}, next: map[string]int{}, seen: map[string]map[int]int{}}
+}
+
+func (o *orderChecker) begin(r seqRec) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.running[r.key] {
+		o.errs = append(o.errs, fmt.Sprintf("key %s: two records at once", r.key))
+	}
+	o.running[r.key] = true
+	if r.seq > o.next[r.key] {
+		o.errs = append(o.errs, fmt.Sprintf("key %s: seq %d handled before seq %d", r.key, r.seq, o.next[r.key]))
+	}
+	if o.seen[r.key] == nil {
+		o.seen[r.key] = map[int]int{}
+	}
+	o.seen[r.key][r.seq]++
+	for o.seen[r.key][o.next[r.key]] > 0 {
+		o.next[r.key]++
+	}
+}
+
+func (o *orderChecker) end(r seqRec) {
+	o.mu.Lock()
+	o.running[r.key] = false
+	o.mu.Unlock()
+	o.handled.Add(1)
+}
+
+// complete reports an error unless every key saw sequences 0..perKey-1.
+func (o *orderChecker) complete(keys, perKey int) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.errs) > 0 {
+		return fmt.Errorf("%d ordering violations, first: %s", len(o.errs), o.errs[0])
+	}
+	for k := 0; k < keys; k++ {
+		key := "k" + strconv.Itoa(k)
+		if o.next[key] < perKey {
+			return fmt.Errorf("key %s: contiguous up to %d, want %d", key, o.next[key], perKey)
+		}
+	}
+	return nil
+}
+
+func (o *orderChecker) failures() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]string(nil), o.errs...)
+}
+
+func TestKeyOrderUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	brokers := testkit.KafkaBrokers(t)
+	topic := testkit.Topic(t, brokers, 6)
+	const n, keys = 12_000, 300
+	produceSeq(t, brokers, topic, n, keys, 40)
+
+	oc := newOrderChecker()
+	var maxConcurrent, cur atomic.Int64
+	cfg := baseConfig(t, brokers, topic)
+	cfg.Workers = 32
+	c, err := New(cfg, decodeSeq, HandlerFunc[seqRec](func(ctx context.Context, r *Record[seqRec]) error {
+		oc.begin(r.Value)
+		if v := cur.Add(1); v > maxConcurrent.Load() {
+			maxConcurrent.Store(v)
+		}
+		time.Sleep(time.Duration(rand.IntN(300)) * time.Microsecond)
+		cur.Add(-1)
+		oc.end(r.Value)
+		return nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runConsumer(t, c)
+	testkit.Eventually(t, 60*time.Second, func() error { return oc.complete(keys, n/keys) })
+	if f := oc.failures(); len(f) > 0 {
+		t.Fatalf("%d ordering violations, first: %s", len(f), f[0])
+	}
+	// Keys ran in parallel beyond the 6 partitions.
+	if m := maxConcurrent.Load(); m <= 6 {
+		t.Errorf("max concurrent handlers = %d, want more than the partition count", m)
+	}
+	// Everything is committed eventually.
+	testkit.Eventually(t, 10*time.Second, func() error {
+		var sum int64
+		for _, off := range committed(t, brokers, cfg.GroupID, topic, 6) {
+			sum += off
+		}
+		if sum != n {
+			return fmt.Errorf("committed sum %d, want %d", sum, n)
+		}
+		return nil
+	})
+}
+
+func TestPartitionModeRunsOnePerPartition(t *testing.T) {
+	t.Parallel()
+	brokers := testkit.KafkaBrokers(t)
+	topic := testkit.Topic(t, brokers, 3)
+	const n = 600
+	produceSeq(t, brokers, topic, n, 50, 20)
+	var mu sync.Mutex
+	running := map[int]bool{}
+	var violations, handled atomic.Int64
+	lastOffset := map[int]int64{}
+	cfg := baseConfig(t, brokers, topic)
+	cfg.Ordering = OrderPartition
+	c, err := New(cfg, decodeSeq, HandlerFunc[seqRec](func(ctx context.Context, r *Record[seqRec]) error {
+		p := r.Msg.Partition
+		mu.Lock()
+		if running[p] {
+			violations.Add(1)
+		}
+		if last, ok := lastOffset[p]; ok && r.Msg.Offset <= last {
+			violations.Add(1)
+		}
+		running[p], lastOffset[p] = true, r.Msg.Offset
+		mu.Unlock()
+		time.Sleep(100 * time.Microsecond)
+		mu.Lock()
+		running[p] = false
+		mu.Unlock()
+		handled.Add(1)
+		return nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runConsumer(t, c)
+	testkit.Eventually(t, 60*time.Second, func() error {
+		if h := handled.Load(); h < n {
+			return fmt.Errorf("handled %d of %d", h, n)
+		}
+		return nil
+	})
+	if v := violations.Load(); v != 0 {
+		t.Fatalf("%d partition-order violations", v)
+	}
+}
+
+func TestNoCommitPastUnfinishedWork(t *testing.T) {
+	t.Parallel()
+	brokers := testkit.KafkaBrokers(t)
+	topic := testkit.Topic(t, brokers, 1)
+	const n, slow = 100, 10
+	produceSeq(t, brokers, topic, n, n, 10) // every record its own key
+
+	seen := make([]atomic.Int32, n)
+	var done atomic.Int64
+	cfg := baseConfig(t, brokers, topic)
+	cfg.DrainTimeout = 500 * time.Millisecond
+	c1, err := New(cfg, decodeSeq, HandlerFunc[seqRec](func(ctx context.Context, r *Record[seqRec]) error {
+		if r.Msg.Offset == slow {
+			<-ctx.Done() // held until the drain deadline cancels it
+			return ctx.Err()
+		}
+		seen[r.Msg.Offset].Add(1)
+		done.Add(1)
+		return nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runConsumer(t, c1)
+	testkit.Eventually(t, 30*time.Second, func() error {
+		if d := done.Load(); d < n-1 {
+			return fmt.Errorf("done %d of %d", d, n-1)
+		}
+		return nil
+	})
+	// Several commit intervals pass; the commit must stay at the slow record.
+	time.Sleep(5 * cfg.CommitInterval) // let the periodic committer act; the assertion is that it did not move past
+	if got := committed(t, brokers, cfg.GroupID, topic, 1)[0]; got > slow {
+		t.Fatalf("committed %d while offset %d is unfinished", got, slow)
+	}
+	stop()
+	if got := committed(t, brokers, cfg.GroupID, topic, 1)[0]; got != slow {
+		t.Fatalf("after shutdown committed = %d, want %d", got, slow)
+	}
+
+	// A restart resumes at the unfinished record: nothing is skipped.
+	c2, err := New(cfg, decodeSeq, HandlerFunc[seqRec](func(ctx context.Context, r *Record[seqRec]) error {
+		seen[r.Msg.Offset].Add(1)
+		return nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runConsumer(t, c2)
+	testkit.Eventually(t, 30*time.Second, func() error {
+		for i := range seen {
+			if seen[i].Load() == 0 {
+				return fmt.Errorf("offset %d never handled", i)
+			}
+		}
+		if got := committed(t, brokers, cfg.GroupID, topic, 1)[0]; got != n {
+			return fmt.Errorf("committed %d, want %d", got, n)
+		}
+		return nil
+	})
+}
+
+func TestRebalanceKeepsOrderAndCommitsMonotonic(t *testing.T) {
+	t.Parallel()
+	brokers := testkit.KafkaBrokers(t)
+	const parts, n, keys = 6, 20_000, 200
+	topic := testkit.Topic(t, brokers, parts)
+	produceSeq(t, brokers, topic, n, keys, 30)
+
+	oc := newOrderChecker()
+	var byMember [2]atomic.Int64
+	handler := func(member int) HandlerFunc[seqRec] {
+		return func(ctx context.Context, r *Record[seqRec]) error {
+			oc.begin(r.Value)
+			time.Sleep(time.Duration(rand.IntN(1500)) * time.Microsecond)
+			oc.end(r.Value)
+			byMember[member].Add(1)
+			return nil
+		}
+	}
+	cfg := baseConfig(t, brokers, topic)
+	cfg.Workers = 4
+
+	// Watch the committed offsets: they may only move forward.
+	var watchErr atomic.Pointer[string]
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	defer stopWatch()
+	go func() {
+		last := map[int]int64{}
+		for watchCtx.Err() == nil {
+			for p, off := range committed(t, brokers, cfg.GroupID, topic, parts) {
+				if prev, ok := last[p]; ok && off < prev {
+					s := fmt.Sprintf("partition %d committed offset went back from %d to %d", p, last[p], off)
+					watchErr.Store(&s)
+				}
+				if prev, ok := last[p]; !ok || off > prev {
+					last[p] = off
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+
+	c1, err := New(cfg, decodeSeq, handler(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop1 := runConsumer(t, c1)
+	testkit.Eventually(t, 30*time.Second, func() error {
+		if h := oc.handled.Load(); h < n/5 {
+			return fmt.Errorf("handled %d", h)
+		}
+		return nil
+	})
+	c2, err := New(cfg, decodeSeq, handler(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runConsumer(t, c2) // second member joins mid-stream
+	testkit.Eventually(t, 30*time.Second, func() error {
+		if h := byMember[1].Load(); h < n/10 {
+			return fmt.Errorf("second member handled %d", h)
+		}
+		return nil
+	})
+	stop1() // first member leaves
+	left := byMember[0].Load()
+	testkit.Eventually(t, 60*time.Second, func() error { return oc.complete(keys, n/keys) })
+	if f := oc.failures(); len(f) > 0 {
+		t.Fatalf("%d ordering violations, first: %s", len(f), f[0])
+	}
+	testkit.Eventually(t, 15*time.Second, func() error {
+		var sum int64
+		for _, off := range committed(t, brokers, cfg.GroupID, topic, parts) {
+			sum += off
+		}
+		if sum != n {
+			return fmt.Errorf("committed sum %d, want %d", sum, n)
+		}
+		return nil
+	})
+	t.Logf("first member handled %d, second %d, total %d for %d records", left, byMember[1].Load(), oc.handled.Load(), n)
+	if left+byMember[1].Load() < n {
+		t.Errorf("handled %d+%d, want at least %d", left, byMember[1].Load(), n)
+	}
+	stopWatch()
+	if e := watchErr.Load(); e != nil {
+		t.Fatal(*e)
+	}
+}
+
+func TestDeadLetterAndSkip(t *testing.T) {
+	t.Parallel()
+	brokers := testkit.KafkaBrokers(t)
+	topic := testkit.Topic(t, brokers, 1)
+	dlqTopic := testkit.Topic(t, brokers, 1)
+
+	w := kafkax.NewWriter(brokers, kafkax.WriterOptions{})
+	defer w.Close()
+	msgs := []kafka.Message{
+		{Key: []byte("a"), Value: []byte("a|0|")},          // ok
+		{Key: []byte("b"), Value: []byte("garbage")},       // undecodable
+		{Key: []byte("c"), Value: []byte("c|0|fail")},      // keeps failing: retried, then dead lettered
+		{Key: []byte("d"), Value: []byte("d|0|permanent")}, // permanent: dead lettered at once
+		{Key: []byte("e"), Value: nil},                     // tombstone: skipped
+		{Key: []byte("f"), Value: []byte("f|0|"), Headers: []kafka.Header{{Key: kafkax.HeaderSchemaVersion, Value: []byte("9")}}}, // unknown schema
+		{Key: []byte("a"), Value: []byte("a|1|")}, // ok
+	}
+	for i := range msgs {
+		msgs[i].Topic = topic
+	}
+	if err := w.WriteMessages(context.Background(), msgs...); err != nil {
+		t.Fatal(err)
+	}
+
+	var attemptsC, attemptsD, ok atomic.Int64
+	cfg := baseConfig(t, brokers, topic)
+	cfg.MaxAttempts = 3
+	cfg.DLQ = kafkax.NewDeadLetter(w, dlqTopic, "test-svc")
+	c, err := New(cfg, decodeSeq, HandlerFunc[seqRec](func(ctx context.Context, r *Record[seqRec]) error {
+		switch r.Value.key {
+		case "c":
+			attemptsC.Add(1)
+			return errors.New("provider down")
+		case "d":
+			attemptsD.Add(1)
+			return Permanent(errors.New("unknown template"))
+		}
+		ok.Add(1)
+		return nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runConsumer(t, c)
+	testkit.Eventually(t, 30*time.Second, func() error {
+		if got := committed(t, brokers, cfg.GroupID, topic, 1)[0]; got != int64(len(msgs)) {
+			return fmt.Errorf("committed %d, want %d", got, len(msgs))
+		}
+		return nil
+	})
+	if ok.Load() != 2 || attemptsC.Load() != 3 || attemptsD.Load() != 1 {
+		t.Fatalf("ok=%d attemptsC=%d attemptsD=%d; want 2, 3, 1", ok.Load(), attemptsC.Load(), attemptsD.Load())
+	}
+
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: dlqTopic, Partition: 0, MaxWait: 100 * time.Millisecond})
+	defer r.Close()
+	want := map[string]struct{ reason, attempts, offset string }{
+		"b": {"decode value", "0", "1"},
+		"c": {"provider down", "3", "2"},
+		"d": {"unknown template", "1", "3"},
+		"f": {"unknown schema version", "0", "5"},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for range want {
+		m, err := r.ReadMessage(ctx)
+		if err != nil {
+			t.Fatalf("read DLQ: %v", err)
+		}
+		w, found := want[string(m.Key)]
+		if !found {
+			t.Fatalf("unexpected dead letter with key %q", m.Key)
+		}
+		h := func(k string) string { return string(kafkax.Header(m.Headers, k)) }
+		if got := h(kafkax.HeaderDLQError); !contains(got, w.reason) {
+			t.Errorf("key %s: error header %q, want it to contain %q", m.Key, got, w.reason)
+		}
+		if h(kafkax.HeaderDLQAttempts) != w.attempts || h(kafkax.HeaderDLQOffset) != w.offset ||
+			h(kafkax.HeaderDLQTopic) != topic || h(kafkax.HeaderDLQPartition) != "0" ||
+			h(kafkax.HeaderDLQService) != "test-svc" || h(kafkax.HeaderDLQTime) == "" {
+			t.Errorf("key %s: headers %v", m.Key, m.Headers)
+		}
+		delete(want, string(m.Key))
+	}
+}
+
+func contains(s, sub string) bool {
+	return len(sub) == 0 || (len(s) >= len(sub) && indexOf(s, sub) >= 0)
+}
+
+func indexOf(s, sub string) int {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestBatchHandlerSizesAndIdleFlush(t *testing.T) {
+	t.Parallel()
+	brokers := testkit.KafkaBrokers(t)
+	topic := testkit.Topic(t, brokers, 2)
+	produceSeq(t, brokers, topic, 450, 45, 10)
+	var mu sync.Mutex
+	var sizes []int
+	total := 0
+	cfg := baseConfig(t, brokers, topic)
+	cfg.BatchSize, cfg.BatchIdle = 200, 300*time.Millisecond
+	failOnce := true
+	c, err := NewBatch(cfg, decodeSeq, BatchHandlerFunc[seqRec](func(ctx context.Context, recs []*Record[seqRec]) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if failOnce { // the first attempt fails: the batch is retried whole
+			failOnce = false
+			return errors.New("database unavailable")
+		}
+		sizes = append(sizes, len(recs))
+		total += len(recs)
+		return nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runConsumer(t, c)
+	testkit.Eventually(t, 30*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if total != 450 {
+			return fmt.Errorf("total %d, sizes %v", total, sizes)
+		}
+		return nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for _, s := range sizes {
+		if s > 200 {
+			t.Fatalf("batch of %d exceeds BatchSize 200 (sizes %v)", s, sizes)
+		}
+	}
+	if err := c.Check(context.Background()); err != nil {
+		t.Errorf("Check after recovery: %v", err)
+	}
+	testkit.Eventually(t, 10*time.Second, func() error {
+		offs := committed(t, brokers, cfg.GroupID, topic, 2)
+		if offs[0]+offs[1] != 450 {
+			return fmt.Errorf("committed %v", offs)
+		}
+		return nil
+	})
+}
+
+// TestBackpressureBoundsMemory runs a slow handler against a backlog of one
+// million records and checks that the heap stays under a fixed bound: the
+// runtime must stop fetching instead of buffering the backlog.
+func TestBackpressureBoundsMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("produces one million records")
+	}
+	brokers := testkit.KafkaBrokers(t)
+	topic := testkit.Topic(t, brokers, 12)
+	const n = 1_000_000
+	produceSeq(t, brokers, topic, n, 10_000, 100)
+	runtime.GC()
+
+	const heapBound = 64 << 20
+	var handled atomic.Int64
+	cfg := baseConfig(t, brokers, topic)
+	cfg.Workers = 8
+	c, err := New(cfg, decodeSeq, HandlerFunc[seqRec](func(ctx context.Context, r *Record[seqRec]) error {
+		time.Sleep(time.Millisecond)
+		handled.Add(1)
+		return nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runConsumer(t, c)
+	var peak uint64
+	deadline := time.Now().Add(8 * time.Second)
+	for time.Now().Before(deadline) {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		peak = max(peak, ms.HeapInuse)
+		time.Sleep(100 * time.Millisecond)
+	}
+	if handled.Load() == 0 {
+		t.Fatal("nothing handled")
+	}
+	t.Logf("handled %d of %d in 8s; peak heap in use %.1f MiB (bound %d MiB)", handled.Load(), n, float64(peak)/(1<<20), heapBound>>20)
+	if peak > heapBound {
+		t.Fatalf("peak heap %d MiB exceeds %d MiB", peak>>20, heapBound>>20)
+	}
+}

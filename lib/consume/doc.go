@@ -1,0 +1,42 @@
+// Package consume is the consumer runtime both notiflow consumers run on:
+// key-ordered parallel processing on top of kafka-go's ConsumerGroup and
+// Generation API, with offsets that never pass unfinished work.
+//
+// Within a generation, every assigned partition is read by its own
+// partition reader starting at the group's committed offset. Records are
+// handed to a fixed pool of workers. In OrderKey mode (the default) records
+// with the same key run one at a time in offset order and different keys run
+// in parallel, so parallelism is not capped by the partition count;
+// OrderPartition runs one record at a time per partition (the classic
+// baseline) and OrderNone runs everything in parallel.
+//
+// Offsets. Each partition tracks the offsets it handed out and which of them
+// are done. The position that gets committed is the lowest offset not yet
+// done (or the offset after the last fetched record when all are done), so a
+// slow record at a low offset holds the commit back however many later
+// records finished. Commits go through Generation.CommitOffsets, which
+// carries the generation id: a commit from a generation that has ended is
+// rejected by the coordinator instead of moving another member's offset.
+//
+// Generation end and shutdown. When the generation ends (a rebalance) or the
+// Run context is cancelled, fetching stops and the records already fetched
+// (running or queued) get up to DrainTimeout to finish; then the handler
+// context is cancelled and whatever has not finished is abandoned: it stays
+// uncommitted and is fetched again by whoever owns the partition next. A
+// final commit is made and the generation function returns so the group can
+// move on. Only then can the next
+// generation start, so two generations never handle the same key at once.
+//
+// Errors. A handler error is retried with exponential backoff and jitter up
+// to MaxAttempts; then the record goes to the dead-letter topic with its
+// reason and counts as done. An error wrapped with Permanent skips the
+// retries. A value the Decoder rejects never reaches the handler: it is dead
+// lettered at once. Tombstones (nil values) are skipped and counted. A record
+// is only marked done once its dead letter has been acknowledged, so nothing
+// disappears without a trace.
+//
+// Backpressure. At most MaxInFlight records per process and
+// MaxInFlightPerPartition per partition exist between fetch and completion;
+// when either bound is reached the partition reader stops being drained, its
+// small prefetch queue fills and fetching pauses, whatever the lag.
+package consume
