@@ -296,9 +296,14 @@ type NotificationDispatched struct {
 	LatencyUs      int64                  `protobuf:"varint,14,opt,name=latency_us,json=latencyUs,proto3" json:"latency_us,omitempty"`
 	RunId          string                 `protobuf:"bytes,15,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// body is the rendered text (kept for the in-app inbox).
-	Body          string `protobuf:"bytes,16,opt,name=body,proto3" json:"body,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Body string `protobuf:"bytes,16,opt,name=body,proto3" json:"body,omitempty"`
+	// original_status is set on STATUS_DUPLICATE results: the outcome the
+	// first dispatch of this notification recorded, so that a store that only
+	// ever sees the duplicate (the first result was lost in a crash) still
+	// records what really happened.
+	OriginalStatus Status `protobuf:"varint,17,opt,name=original_status,json=originalStatus,proto3,enum=notiflow.v1.Status" json:"original_status,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *NotificationDispatched) Reset() {
@@ -443,6 +448,13 @@ func (x *NotificationDispatched) GetBody() string {
 	return ""
 }
 
+func (x *NotificationDispatched) GetOriginalStatus() Status {
+	if x != nil {
+		return x.OriginalStatus
+	}
+	return Status_STATUS_UNSPECIFIED
+}
+
 var File_notiflow_v1_notification_proto protoreflect.FileDescriptor
 
 const file_notiflow_v1_notification_proto_rawDesc = "" +
@@ -464,7 +476,7 @@ const file_notiflow_v1_notification_proto_rawDesc = "" +
 	"\bsequence\x18\n" +
 	" \x01(\x04R\bsequence\x12\x15\n" +
 	"\x06run_id\x18\v \x01(\tR\x05runId\x12\"\n" +
-	"\rcreated_at_us\x18\f \x01(\x03R\vcreatedAtUs\"\xac\x04\n" +
+	"\rcreated_at_us\x18\f \x01(\x03R\vcreatedAtUs\"\xea\x04\n" +
 	"\x16NotificationDispatched\x12'\n" +
 	"\x0fnotification_id\x18\x01 \x01(\tR\x0enotificationId\x12\x1b\n" +
 	"\ttarget_id\x18\x02 \x01(\x04R\btargetId\x12(\n" +
@@ -484,7 +496,8 @@ const file_notiflow_v1_notification_proto_rawDesc = "" +
 	"\n" +
 	"latency_us\x18\x0e \x01(\x03R\tlatencyUs\x12\x15\n" +
 	"\x06run_id\x18\x0f \x01(\tR\x05runId\x12\x12\n" +
-	"\x04body\x18\x10 \x01(\tR\x04body*[\n" +
+	"\x04body\x18\x10 \x01(\tR\x04body\x12<\n" +
+	"\x0foriginal_status\x18\x11 \x01(\x0e2\x13.notiflow.v1.StatusR\x0eoriginalStatus*[\n" +
 	"\aChannel\x12\x17\n" +
 	"\x13CHANNEL_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fCHANNEL_WEBHOOK\x10\x01\x12\x11\n" +
@@ -521,11 +534,12 @@ var file_notiflow_v1_notification_proto_depIdxs = []int32{
 	0, // 0: notiflow.v1.NotificationDue.channel:type_name -> notiflow.v1.Channel
 	0, // 1: notiflow.v1.NotificationDispatched.channel:type_name -> notiflow.v1.Channel
 	1, // 2: notiflow.v1.NotificationDispatched.status:type_name -> notiflow.v1.Status
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	1, // 3: notiflow.v1.NotificationDispatched.original_status:type_name -> notiflow.v1.Status
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_notiflow_v1_notification_proto_init() }
