@@ -181,3 +181,45 @@ func (s Status) CanPause() bool { return s == StatusActive || s == StatusPaused 
 // CanResume reports whether a target in status s can be resumed; resuming
 // an active target is a no-op.
 func (s Status) CanResume() bool { return s == StatusActive || s == StatusPaused }
+
+// Pause returns t paused at now. Pausing a paused target changes nothing;
+// a done target cannot be paused (ErrConflict).
+func (t Target) Pause(now time.Time) (Target, error) {
+	switch t.Status {
+	case StatusPaused:
+		return t, nil
+	case StatusActive:
+		t.Status, t.UpdatedAt = StatusPaused, now
+		return t, nil
+	}
+	return t, fmt.Errorf("%w: cannot pause a target that is %s", ErrConflict, t.Status)
+}
+
+// Resume returns t active again with next_run_at recomputed from now: a
+// cron target skips the slots that passed while it was paused; a one-shot
+// keeps its due time and, if that has passed, fires at the next tick.
+// Resuming an active target changes nothing; a done target cannot be
+// resumed (ErrConflict).
+func (t Target) Resume(now time.Time) (Target, error) {
+	switch t.Status {
+	case StatusActive:
+		return t, nil
+	case StatusPaused:
+		next := t.Schedule.FirstRun(now)
+		if next.IsZero() {
+			t.Status = StatusDone
+		} else {
+			t.Status, t.NextRunAt = StatusActive, next
+		}
+		t.UpdatedAt = now
+		return t, nil
+	}
+	return t, fmt.Errorf("%w: cannot resume a target that is %s", ErrConflict, t.Status)
+}
+
+// Delete returns t deleted at now; a deleted target is never claimed and no
+// longer visible through the API (its outbox rows stay until published).
+func (t Target) Delete(now time.Time) (Target, error) {
+	t.Status, t.UpdatedAt = StatusDeleted, now
+	return t, nil
+}

@@ -1,0 +1,139 @@
+package adapters
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+// migration is one versioned schema change. Statements must be idempotent
+// (IF NOT EXISTS) because MySQL commits DDL implicitly: a migration that
+// failed half-way is simply run again.
+type migration struct {
+	version int
+	name    string
+	stmts   []string
+}
+
+// migrations are applied in order; never edit one that was released, add a
+// new version instead.
+var migrations = []migration{
+	{
+		version: 1,
+		name:    "notification_targets and outbox",
+		stmts: []string{
+			`CREATE TABLE IF NOT EXISTS notification_targets (
+				id            BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
+				recipient_id  VARCHAR(191) NOT NULL,
+				channel       VARCHAR(16)  NOT NULL,
+				webhook_url   VARCHAR(2048) NULL,
+				template_id   VARCHAR(191) NOT NULL,
+				params        MEDIUMTEXT   NOT NULL,
+				schedule_kind VARCHAR(8)   NOT NULL,
+				due_at        DATETIME(6)  NULL,
+				cron_expr     VARCHAR(255) NULL,
+				time_zone     VARCHAR(64)  NULL,
+				next_run_at   DATETIME(6)  NOT NULL,
+				status        VARCHAR(8)   NOT NULL,
+				run_id        VARCHAR(64)  NULL,
+				created_at    DATETIME(6)  NOT NULL,
+				updated_at    DATETIME(6)  NOT NULL,
+				PRIMARY KEY (id),
+				KEY idx_targets_due (status, next_run_at, id),
+				KEY idx_targets_run (run_id)
+			) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
+			// sequence is not a column: the outbox id is the per-recipient
+			// sequence (see Notification.Sequence).
+			`CREATE TABLE IF NOT EXISTS outbox (
+				id            BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
+				event_id      CHAR(36) CHARACTER SET ascii NOT NULL,
+				target_id     BIGINT UNSIGNED NOT NULL,
+				occurrence_at DATETIME(6)  NOT NULL,
+				due_at        DATETIME(6)  NOT NULL,
+				recipient_id  VARCHAR(191) NOT NULL,
+				channel       VARCHAR(16)  NOT NULL,
+				webhook_url   VARCHAR(2048) NULL,
+				template_id   VARCHAR(191) NOT NULL,
+				params        MEDIUMTEXT   NOT NULL,
+				run_id        VARCHAR(64)  NULL,
+				created_at    DATETIME(6)  NOT NULL,
+				published_at  DATETIME(6)  NULL,
+				PRIMARY KEY (id),
+				UNIQUE KEY uq_outbox_event (event_id),
+				UNIQUE KEY uq_outbox_occurrence (target_id, occurrence_at),
+				KEY idx_outbox_published (published_at, id)
+			) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
+		},
+	},
+}
+
+// Migrate brings the schema to the latest version. Replicas starting at
+// once serialise on a named server lock (GET_LOCK, per database), and each
+// applied version is recorded in schema_migrations, so running it again is
+// a no-op.
+func (s *MySQLStore) Migrate(ctx context.Context) error {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: get connection: %w", err)
+	}
+	defer conn.Close()
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, `SELECT GET_LOCK(CONCAT('notiflow_scheduler_migrate:', DATABASE()), 60)`).Scan(&got); err != nil {
+		return fmt.Errorf("migrate: take migration lock: %w", err)
+	}
+	if !got.Valid || got.Int64 != 1 {
+		return fmt.Errorf("migrate: migration lock not granted within 60s")
+	}
+	defer func() {
+		_, _ = conn.ExecContext(context.WithoutCancel(ctx), `SELECT RELEASE_LOCK(CONCAT('notiflow_scheduler_migrate:', DATABASE()))`)
+	}()
+	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    INT NOT NULL PRIMARY KEY,
+		name       VARCHAR(255) NOT NULL,
+		applied_at DATETIME(6) NOT NULL
+	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`); err != nil {
+		return fmt.Errorf("migrate: create schema_migrations: %w", err)
+	}
+	applied := map[int]bool{}
+	rows, err := conn.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
+		return fmt.Errorf("migrate: read applied versions: %w", err)
+	}
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			rows.Close()
+			return fmt.Errorf("migrate: read applied versions: %w", err)
+		}
+		applied[v] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("migrate: read applied versions: %w", err)
+	}
+	for _, m := range migrations {
+		if applied[m.version] {
+			continue
+		}
+		for _, stmt := range m.stmts {
+			if _, err := conn.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("migrate: version %d (%s): %w", m.version, m.name, err)
+			}
+		}
+		if _, err := conn.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+			m.version, m.name, time.Now().UTC()); err != nil {
+			return fmt.Errorf("migrate: record version %d: %w", m.version, err)
+		}
+	}
+	return nil
+}
+
+// SchemaVersion returns the highest applied migration version (0 if none).
+func (s *MySQLStore) SchemaVersion(ctx context.Context) (int, error) {
+	var v sql.NullInt64
+	if err := s.db.QueryRowContext(ctx, `SELECT MAX(version) FROM schema_migrations`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	return int(v.Int64), nil
+}

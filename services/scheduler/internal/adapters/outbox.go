@@ -1,0 +1,280 @@
+package adapters
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/notiflow/notiflow/services/scheduler/internal/domain"
+)
+
+// groupedUpdateMax is the most distinct (status, next_run_at) pairs a claim
+// writes with one plain UPDATE each; beyond it, one UPDATE with CASE.
+const groupedUpdateMax = 8
+
+// ClaimDue claims up to limit active targets due at now, oldest
+// next_run_at first, in one transaction: it selects them FOR UPDATE SKIP
+// LOCKED (so concurrent scanners take disjoint rows), lets planner compute
+// their occurrences and next states, writes one outbox row per occurrence
+// with a multi-row INSERT and advances the targets with batched UPDATEs.
+// The unique key (target_id, occurrence_at) makes a second outbox row for
+// one occurrence impossible: a duplicate is skipped, whoever claims it.
+// When ctx ends the transaction rolls back and nothing is claimed.
+func (s *MySQLStore) ClaimDue(ctx context.Context, now time.Time, limit int, planner domain.Planner) (domain.ClaimResult, error) {
+	var res domain.ClaimResult
+	// READ COMMITTED: the locking read takes record locks only, no gap
+	// locks that would block the API inserting new due targets.
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return res, fmt.Errorf("claim: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+
+	rows, err := tx.QueryContext(ctx, `SELECT `+targetColumns+` FROM notification_targets
+		WHERE status = 'active' AND next_run_at <= ?
+		ORDER BY next_run_at, id LIMIT ? FOR UPDATE SKIP LOCKED`, now, limit)
+	if err != nil {
+		return res, fmt.Errorf("claim: select due targets: %w", err)
+	}
+	due := make([]domain.Target, 0, limit)
+	var broken []int64
+	for rows.Next() {
+		var r targetRow
+		if err := rows.Scan(r.scanArgs()...); err != nil {
+			rows.Close()
+			return res, fmt.Errorf("claim: read due target: %w", err)
+		}
+		t, err := s.toDomain(&r)
+		if err != nil {
+			broken = append(broken, r.ID)
+			continue
+		}
+		due = append(due, t)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return res, fmt.Errorf("claim: read due targets: %w", err)
+	}
+	if len(due) == 0 && len(broken) == 0 {
+		return res, nil
+	}
+
+	notes, advances := planner.Plan(due, now)
+	inserted, err := insertOutbox(ctx, tx, notes)
+	if err != nil {
+		return res, err
+	}
+	if err := advanceTargets(ctx, tx, due, advances, broken, now); err != nil {
+		return res, err
+	}
+	if s.BeforeClaimCommit != nil {
+		if err := s.BeforeClaimCommit(ctx); err != nil {
+			return res, fmt.Errorf("claim: before commit: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return res, fmt.Errorf("claim: commit: %w", err)
+	}
+	res.Targets = len(due) + len(broken)
+	res.Inserted = inserted
+	res.Broken = len(broken)
+	for _, a := range advances {
+		if a.Truncated {
+			res.Truncated++
+		}
+	}
+	return res, nil
+}
+
+const outboxColumns = 11
+
+// insertOutbox writes notes with multi-row INSERTs; a row whose event id
+// or (target_id, occurrence_at) exists already is skipped. It returns the
+// number of rows written.
+func insertOutbox(ctx context.Context, tx *sql.Tx, notes []domain.Notification) (int, error) {
+	inserted := 0
+	for start := 0; start < len(notes); start += insertChunk {
+		chunk := notes[start:min(start+insertChunk, len(notes))]
+		var b strings.Builder
+		b.Grow(200 + len(chunk)*(2*outboxColumns+3))
+		b.WriteString(`INSERT INTO outbox (event_id, target_id, occurrence_at, due_at, recipient_id, channel,
+			webhook_url, template_id, params, run_id, created_at) VALUES `)
+		placeholders(&b, len(chunk), outboxColumns)
+		// id = id is a no-op: a duplicate occurrence keeps its first row.
+		b.WriteString(` ON DUPLICATE KEY UPDATE id = id`)
+		args := make([]any, 0, len(chunk)*outboxColumns)
+		for _, n := range chunk {
+			args = append(args, n.ID, n.TargetID, n.OccurrenceAt, n.DueAt, n.RecipientID, string(n.Channel),
+				nullString(n.WebhookURL), n.TemplateID, n.Params, nullString(n.RunID), n.CreatedAt)
+		}
+		res, err := tx.ExecContext(ctx, b.String(), args...)
+		if err != nil {
+			return inserted, fmt.Errorf("claim: insert %d outbox rows: %w", len(chunk), err)
+		}
+		// With ON DUPLICATE KEY UPDATE an inserted row counts 1 and an
+		// unchanged duplicate 0.
+		n, err := res.RowsAffected()
+		if err != nil {
+			return inserted, fmt.Errorf("claim: insert outbox rows: %w", err)
+		}
+		inserted += int(n)
+	}
+	return inserted, nil
+}
+
+type advanceKey struct {
+	status string
+	nextUS int64 // next_run_at in Unix microseconds; 0 keeps the column
+}
+
+// advanceTargets stores the next state of each claimed target with as few
+// statements as it can: one UPDATE per distinct (status, next_run_at), the
+// usual case being a single "done" for a batch of one-shots, or one UPDATE
+// with CASE when the next times differ (cron targets in many zones).
+// Targets whose schedule no longer parses are paused.
+func advanceTargets(ctx context.Context, tx *sql.Tx, due []domain.Target, adv []domain.Advance, broken []int64, now time.Time) error {
+	groups := map[advanceKey][]int64{}
+	var order []advanceKey
+	add := func(k advanceKey, id int64) {
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], id)
+	}
+	for i, t := range due {
+		add(advanceKey{string(adv[i].Status), adv[i].NextRunAt.UnixMicro()}, t.ID)
+	}
+	for _, id := range broken {
+		add(advanceKey{status: string(domain.StatusPaused)}, id)
+	}
+	if len(order) <= groupedUpdateMax {
+		for _, k := range order {
+			ids := groups[k]
+			var b strings.Builder
+			args := make([]any, 0, len(ids)+3)
+			if k.nextUS == 0 {
+				b.WriteString(`UPDATE notification_targets SET status = ?, updated_at = ? WHERE id IN `)
+				args = append(args, k.status, now)
+			} else {
+				b.WriteString(`UPDATE notification_targets SET status = ?, next_run_at = ?, updated_at = ? WHERE id IN `)
+				args = append(args, k.status, time.UnixMicro(k.nextUS).UTC(), now)
+			}
+			inList(&b, len(ids))
+			for _, id := range ids {
+				args = append(args, id)
+			}
+			if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+				return fmt.Errorf("claim: advance %d targets: %w", len(ids), err)
+			}
+		}
+		return nil
+	}
+	// Many distinct next times: one UPDATE with a CASE per column.
+	n := len(due) + len(broken)
+	var b strings.Builder
+	args := make([]any, 0, 5*n+1)
+	b.WriteString(`UPDATE notification_targets SET next_run_at = CASE id`)
+	for i, t := range due {
+		b.WriteString(` WHEN ? THEN ?`)
+		args = append(args, t.ID, adv[i].NextRunAt)
+	}
+	b.WriteString(` ELSE next_run_at END, status = CASE id`)
+	for i, t := range due {
+		b.WriteString(` WHEN ? THEN ?`)
+		args = append(args, t.ID, string(adv[i].Status))
+	}
+	for _, id := range broken {
+		b.WriteString(` WHEN ? THEN ?`)
+		args = append(args, id, string(domain.StatusPaused))
+	}
+	b.WriteString(` ELSE status END, updated_at = ? WHERE id IN `)
+	args = append(args, now)
+	inList(&b, n)
+	for _, t := range due {
+		args = append(args, t.ID)
+	}
+	for _, id := range broken {
+		args = append(args, id)
+	}
+	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+		return fmt.Errorf("claim: advance %d targets: %w", n, err)
+	}
+	return nil
+}
+
+// Unpublished returns up to limit outbox rows not yet marked published
+// with an id above afterID, in id order, as notifications whose Sequence is
+// the outbox id.
+func (s *MySQLStore) Unpublished(ctx context.Context, afterID uint64, limit int) ([]domain.Notification, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, event_id, target_id, occurrence_at, due_at, recipient_id, channel,
+			webhook_url, template_id, params, run_id, created_at
+		FROM outbox WHERE published_at IS NULL AND id > ? ORDER BY id LIMIT ?`, afterID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read unpublished outbox rows: %w", err)
+	}
+	defer rows.Close()
+	out := make([]domain.Notification, 0, limit)
+	for rows.Next() {
+		var (
+			n          domain.Notification
+			ch         string
+			url, runID sql.NullString
+		)
+		if err := rows.Scan(&n.Sequence, &n.ID, &n.TargetID, &n.OccurrenceAt, &n.DueAt, &n.RecipientID, &ch,
+			&url, &n.TemplateID, &n.Params, &runID, &n.CreatedAt); err != nil {
+			return nil, fmt.Errorf("read unpublished outbox row: %w", err)
+		}
+		n.Channel, n.WebhookURL, n.RunID = domain.Channel(ch), url.String, runID.String
+		out = append(out, n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read unpublished outbox rows: %w", err)
+	}
+	return out, nil
+}
+
+// MarkPublished records that the outbox rows with the given ids (the
+// notifications' sequences) were acknowledged by Kafka at at.
+func (s *MySQLStore) MarkPublished(ctx context.Context, ids []uint64, at time.Time) error {
+	const chunkSize = 5000
+	for start := 0; start < len(ids); start += chunkSize {
+		chunk := ids[start:min(start+chunkSize, len(ids))]
+		var b strings.Builder
+		b.WriteString(`UPDATE outbox SET published_at = ? WHERE id IN `)
+		inList(&b, len(chunk))
+		args := make([]any, 0, len(chunk)+1)
+		args = append(args, at)
+		for _, id := range chunk {
+			args = append(args, id)
+		}
+		if _, err := s.db.ExecContext(ctx, b.String(), args...); err != nil {
+			return fmt.Errorf("mark %d outbox rows published: %w", len(chunk), err)
+		}
+	}
+	return nil
+}
+
+// PurgePublished deletes up to limit outbox rows published before before
+// and returns how many it deleted.
+func (s *MySQLStore) PurgePublished(ctx context.Context, before time.Time, limit int) (int64, error) {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM outbox WHERE published_at < ? ORDER BY published_at LIMIT ?`, before, limit)
+	if err != nil {
+		return 0, fmt.Errorf("purge published outbox rows: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("purge published outbox rows: %w", err)
+	}
+	return n, nil
+}
+
+// Backlog returns the number of outbox rows not yet published.
+func (s *MySQLStore) Backlog(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM outbox WHERE published_at IS NULL`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count unpublished outbox rows: %w", err)
+	}
+	return n, nil
+}

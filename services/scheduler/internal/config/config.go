@@ -1,0 +1,177 @@
+// Package config is the scheduler's configuration: every NOTIFLOW_*
+// variable it reads, with its default, and the checks that stop the process
+// at start when a value cannot work.
+package config
+
+import (
+	"errors"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	libconfig "github.com/notiflow/notiflow/lib/config"
+	"github.com/notiflow/notiflow/lib/kafkax"
+)
+
+// Defaults, as named constants for code that builds a Config by hand
+// (tests); the `default` tags below say the same.
+const (
+	DefaultHTTPAddr         = ":8080"
+	DefaultMySQLDSN         = "notiflow:notiflow@tcp(127.0.0.1:3306)/notiflow?parseTime=true&loc=UTC"
+	DefaultRedisAddr        = "127.0.0.1:6379"
+	DefaultTick             = time.Second
+	DefaultClaimBatch       = 1000
+	DefaultRelayBatch       = 5000
+	DefaultLockKey          = "notiflow:scheduler:scan"
+	DefaultLockTTL          = 10 * time.Second
+	DefaultBulkMax          = 10000
+	DefaultMaxParamsBytes   = 16384
+	DefaultMaxBulkBodyBytes = 32 << 20
+	DefaultMaxCatchUp       = 100
+	DefaultOutboxRetention  = time.Hour
+	DefaultShutdownTimeout  = 20 * time.Second
+	DefaultMySQLMaxConns    = 16
+)
+
+// Config is the scheduler's configuration. Load it with Load, then call
+// Validate.
+type Config struct {
+	HTTPAddr      string `env:"NOTIFLOW_HTTP_ADDR" default:":8080"`
+	MySQLDSN      string `env:"NOTIFLOW_MYSQL_DSN" default:"notiflow:notiflow@tcp(127.0.0.1:3306)/notiflow?parseTime=true&loc=UTC"`
+	MySQLMaxConns int    `env:"NOTIFLOW_MYSQL_MAX_CONNS" default:"16"`
+	RedisAddr     string `env:"NOTIFLOW_REDIS_ADDR" default:"127.0.0.1:6379"`
+	RedisPassword string `env:"NOTIFLOW_REDIS_PASSWORD"`
+	// APIToken is the bearer token of the HTTP API. Secret: never logged.
+	APIToken       string `env:"NOTIFLOW_API_TOKEN"`
+	InsecureNoAuth bool   `env:"NOTIFLOW_INSECURE_NO_AUTH" default:"false"`
+	LogLevel       string `env:"NOTIFLOW_LOG_LEVEL" default:"info"`
+
+	ScanEnabled     bool          `env:"NOTIFLOW_SCAN_ENABLED" default:"true"`
+	Tick            time.Duration `env:"NOTIFLOW_TICK" default:"1s"`
+	ClaimBatch      int           `env:"NOTIFLOW_CLAIM_BATCH" default:"1000"`
+	RelayBatch      int           `env:"NOTIFLOW_RELAY_BATCH" default:"5000"`
+	LockKey         string        `env:"NOTIFLOW_LOCK_KEY" default:"notiflow:scheduler:scan"`
+	LockTTL         time.Duration `env:"NOTIFLOW_LOCK_TTL" default:"10s"`
+	CollapseMissed  bool          `env:"NOTIFLOW_COLLAPSE_MISSED" default:"true"`
+	MaxCatchUp      int           `env:"NOTIFLOW_MAX_CATCHUP" default:"100"`
+	OutboxRetention time.Duration `env:"NOTIFLOW_OUTBOX_RETENTION" default:"1h"`
+
+	BulkMax          int   `env:"NOTIFLOW_BULK_MAX" default:"10000"`
+	MaxParamsBytes   int   `env:"NOTIFLOW_MAX_PARAMS_BYTES" default:"16384"`
+	MaxBulkBodyBytes int64 `env:"NOTIFLOW_MAX_BULK_BODY_BYTES" default:"33554432"`
+
+	ShutdownTimeout time.Duration `env:"NOTIFLOW_SHUTDOWN_TIMEOUT" default:"20s"`
+
+	Kafka kafkax.Config
+}
+
+// Load reads the configuration from the process environment.
+func Load() (Config, error) { return LoadFrom(nil) }
+
+// LoadFrom reads the configuration from lookup (the process environment
+// when nil).
+func LoadFrom(lookup libconfig.Lookup) (Config, error) {
+	var c Config
+	var err error
+	if lookup == nil {
+		err = libconfig.Load(&c)
+	} else {
+		err = libconfig.LoadFrom(lookup, &c)
+	}
+	return c, err
+}
+
+// Validate returns every setting that cannot work, each error naming its
+// variable.
+func (c Config) Validate() error {
+	var errs []error
+	add := func(name, format string, args ...any) {
+		errs = append(errs, libconfig.Errorf(name, format, args...))
+	}
+	if c.HTTPAddr == "" {
+		add("NOTIFLOW_HTTP_ADDR", "must not be empty")
+	}
+	if _, err := mysql.ParseDSN(c.MySQLDSN); err != nil {
+		add("NOTIFLOW_MYSQL_DSN", "not a valid DSN (user:pass@tcp(host:port)/db?parseTime=true): %v", err)
+	}
+	if c.MySQLMaxConns < 2 {
+		add("NOTIFLOW_MYSQL_MAX_CONNS", "must be at least 2, got %d", c.MySQLMaxConns)
+	}
+	if c.RedisAddr == "" {
+		add("NOTIFLOW_REDIS_ADDR", "must not be empty")
+	}
+	switch {
+	case c.APIToken == "" && !c.InsecureNoAuth:
+		add("NOTIFLOW_API_TOKEN", "is required; set NOTIFLOW_INSECURE_NO_AUTH=true to run the API without authentication (development only)")
+	case c.APIToken != "" && strings.TrimSpace(c.APIToken) != c.APIToken:
+		add("NOTIFLOW_API_TOKEN", "must not start or end with whitespace")
+	}
+	if c.Tick < 10*time.Millisecond {
+		add("NOTIFLOW_TICK", "must be at least 10ms, got %s", c.Tick)
+	}
+	if c.ClaimBatch < 1 || c.ClaimBatch > 5000 {
+		add("NOTIFLOW_CLAIM_BATCH", "must be between 1 and 5000, got %d", c.ClaimBatch)
+	}
+	if c.RelayBatch < 1 || c.RelayBatch > 20000 {
+		add("NOTIFLOW_RELAY_BATCH", "must be between 1 and 20000, got %d", c.RelayBatch)
+	}
+	if c.LockKey == "" {
+		add("NOTIFLOW_LOCK_KEY", "must not be empty")
+	}
+	if c.LockTTL < time.Second {
+		add("NOTIFLOW_LOCK_TTL", "must be at least 1s, got %s", c.LockTTL)
+	}
+	if c.MaxCatchUp < 1 {
+		add("NOTIFLOW_MAX_CATCHUP", "must be at least 1, got %d", c.MaxCatchUp)
+	}
+	if c.OutboxRetention < 0 {
+		add("NOTIFLOW_OUTBOX_RETENTION", "must not be negative, got %s", c.OutboxRetention)
+	}
+	if c.BulkMax < 1 || c.BulkMax > 100000 {
+		add("NOTIFLOW_BULK_MAX", "must be between 1 and 100000, got %d", c.BulkMax)
+	}
+	if c.MaxParamsBytes < 2 || c.MaxParamsBytes > 1<<20 {
+		add("NOTIFLOW_MAX_PARAMS_BYTES", "must be between 2 and 1048576, got %d", c.MaxParamsBytes)
+	}
+	if c.MaxBulkBodyBytes < 1024 {
+		add("NOTIFLOW_MAX_BULK_BODY_BYTES", "must be at least 1024, got %d", c.MaxBulkBodyBytes)
+	}
+	if c.ShutdownTimeout < time.Second {
+		add("NOTIFLOW_SHUTDOWN_TIMEOUT", "must be at least 1s, got %s", c.ShutdownTimeout)
+	}
+	if err := c.Kafka.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// LogValue is what a log line shows of c: secrets (the API token, the
+// Redis password and the MySQL password) are left out.
+func (c Config) LogValue() slog.Value {
+	dsn := "invalid"
+	if d, err := mysql.ParseDSN(c.MySQLDSN); err == nil {
+		if d.Passwd != "" {
+			d.Passwd = "redacted"
+		}
+		dsn = d.FormatDSN()
+	}
+	return slog.GroupValue(
+		slog.String("http_addr", c.HTTPAddr),
+		slog.String("mysql_dsn", dsn),
+		slog.String("redis_addr", c.RedisAddr),
+		slog.Bool("auth", c.APIToken != ""),
+		slog.Bool("scan_enabled", c.ScanEnabled),
+		slog.Duration("tick", c.Tick),
+		slog.Int("claim_batch", c.ClaimBatch),
+		slog.Int("relay_batch", c.RelayBatch),
+		slog.String("lock_key", c.LockKey),
+		slog.Duration("lock_ttl", c.LockTTL),
+		slog.Bool("collapse_missed", c.CollapseMissed),
+		slog.Int("bulk_max", c.BulkMax),
+		slog.Any("kafka_brokers", c.Kafka.Brokers),
+		slog.String("topic_due", c.Kafka.TopicDue),
+		slog.Int("partitions", c.Kafka.Partitions),
+	)
+}

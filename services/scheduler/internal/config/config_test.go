@@ -1,0 +1,84 @@
+package config
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"testing"
+)
+
+func lookup(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		give map[string]string
+		want []string // substrings of the error; none means valid
+	}{
+		{name: "no token and no insecure flag", give: map[string]string{}, want: []string{"NOTIFLOW_API_TOKEN: is required"}},
+		{name: "insecure flag without token", give: map[string]string{"NOTIFLOW_INSECURE_NO_AUTH": "true"}},
+		{name: "token", give: map[string]string{"NOTIFLOW_API_TOKEN": "s3cret"}},
+		{
+			name: "bad values name their variables",
+			give: map[string]string{"NOTIFLOW_API_TOKEN": "x", "NOTIFLOW_CLAIM_BATCH": "0", "NOTIFLOW_TICK": "1ms", "NOTIFLOW_LOCK_TTL": "10ms", "NOTIFLOW_KAFKA_PARTITIONS": "0"},
+			want: []string{"NOTIFLOW_CLAIM_BATCH", "NOTIFLOW_TICK", "NOTIFLOW_LOCK_TTL", "NOTIFLOW_KAFKA_PARTITIONS"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := LoadFrom(lookup(tt.give))
+			if err != nil {
+				t.Fatalf("LoadFrom: %v", err)
+			}
+			err = c.Validate()
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate: want an error naming %v", tt.want)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not name %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := LoadFrom(lookup(map[string]string{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTPAddr != DefaultHTTPAddr || c.MySQLDSN != DefaultMySQLDSN || c.Tick != DefaultTick || c.ClaimBatch != DefaultClaimBatch ||
+		c.LockTTL != DefaultLockTTL || c.LockKey != DefaultLockKey || c.BulkMax != DefaultBulkMax || !c.CollapseMissed || !c.ScanEnabled ||
+		c.RelayBatch != DefaultRelayBatch || c.MaxParamsBytes != DefaultMaxParamsBytes || c.OutboxRetention != DefaultOutboxRetention ||
+		c.ShutdownTimeout != DefaultShutdownTimeout || c.MaxCatchUp != DefaultMaxCatchUp || c.MySQLMaxConns != DefaultMySQLMaxConns ||
+		c.MaxBulkBodyBytes != DefaultMaxBulkBodyBytes || c.RedisAddr != DefaultRedisAddr || c.Kafka.TopicDue != "notify.due.v1" {
+		t.Fatalf("defaults differ from the named constants: %+v", c)
+	}
+}
+
+func TestLogValueHidesSecrets(t *testing.T) {
+	t.Parallel()
+	c, _ := LoadFrom(lookup(map[string]string{
+		"NOTIFLOW_API_TOKEN": "tok-abc", "NOTIFLOW_REDIS_PASSWORD": "redis-pw",
+		"NOTIFLOW_MYSQL_DSN": "u:db-pw@tcp(h:3306)/d?parseTime=true",
+	}))
+	var buf bytes.Buffer
+	slog.New(slog.NewJSONHandler(&buf, nil)).Info("config", "config", c)
+	for _, secret := range []string{"tok-abc", "redis-pw", "db-pw"} {
+		if strings.Contains(buf.String(), secret) {
+			t.Errorf("log line shows %q: %s", secret, buf.String())
+		}
+	}
+}
