@@ -1,0 +1,6 @@
+// Package app is the scheduler's application layer: the leader lease on
+// the redsync mutex, the claim loop that turns due targets into outbox rows,
+// the relay that publishes the outbox to Kafka, the cron-driven Scheduler
+// tying them together with an ordered shutdown, and the Targets service the
+// HTTP API calls.
+package app

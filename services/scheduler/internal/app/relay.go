@@ -1,0 +1,154 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/notiflow/notiflow/services/scheduler/internal/domain"
+)
+
+// OutboxStore is the outbox as the relay sees it.
+type OutboxStore interface {
+	// Unpublished returns up to limit unpublished rows above afterID in id
+	// order; Sequence is the row id.
+	Unpublished(ctx context.Context, afterID uint64, limit int) ([]domain.Notification, error)
+	// MarkPublished marks the rows with the given ids published at at.
+	MarkPublished(ctx context.Context, ids []uint64, at time.Time) error
+}
+
+// Publisher publishes notifications in order and returns once all are
+// acknowledged.
+type Publisher interface {
+	Publish(ctx context.Context, notes []domain.Notification) error
+}
+
+// markTimeout bounds one MarkPublished call. Marking runs even after the
+// pass failed or the lease ended: rows already acknowledged by Kafka are
+// best marked, to spare downstream a duplicate.
+const markTimeout = 10 * time.Second
+
+// Relay publishes the outbox to Kafka. A pass reads unpublished rows in id
+// order, publishes each batch with one produce call, and marks the batch
+// published after the acknowledgement; reading the next batch, publishing
+// and marking overlap (a three-stage pipeline), but batches are published
+// one after the other, so per-key order follows outbox order. A crash
+// between publish and mark leaves the rows unmarked: the next pass
+// publishes them again with the same notification ids.
+//
+// Passes are serialised; a Relay is safe for concurrent use.
+type Relay struct {
+	store OutboxStore
+	pub   Publisher
+	batch int
+	clock func() time.Time
+	m     *Metrics
+
+	mu sync.Mutex
+
+	// AfterPublish, when set, runs after each acknowledged batch and
+	// before it is marked; an error ends the pass without marking that
+	// batch. It is a fault-injection point for tests; nil in production.
+	AfterPublish func(ctx context.Context, notes []domain.Notification) error
+}
+
+// NewRelay returns a relay reading batch rows at a time.
+func NewRelay(store OutboxStore, pub Publisher, batch int, clock func() time.Time, m *Metrics) *Relay {
+	return &Relay{store: store, pub: pub, batch: batch, clock: clock, m: m}
+}
+
+// Drain runs one pass: it publishes unpublished rows until a read finds
+// none, and returns how many it published. When ctx ends (the lease is
+// lost) it stops publishing and returns ctx's error; batches already
+// acknowledged are still marked.
+func (r *Relay) Drain(ctx context.Context) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	pctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	g, gctx := errgroup.WithContext(pctx)
+	read := make(chan []domain.Notification, 1)
+	acked := make(chan []domain.Notification, 4)
+
+	g.Go(func() error { // read: a cursor on the id, so read-ahead skips rows in flight
+		defer close(read)
+		var after uint64
+		for {
+			notes, err := r.store.Unpublished(gctx, after, r.batch)
+			if err != nil {
+				return err
+			}
+			if len(notes) == 0 {
+				return nil
+			}
+			after = notes[len(notes)-1].Sequence
+			select {
+			case read <- notes:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+		}
+	})
+	g.Go(func() error { // publish, one batch at a time
+		defer close(acked)
+		for notes := range read {
+			if gctx.Err() != nil {
+				return gctx.Err()
+			}
+			start := time.Now()
+			if err := r.pub.Publish(gctx, notes); err != nil {
+				return err
+			}
+			ackAt := r.clock()
+			r.m.PublishBatch.Observe(time.Since(start).Seconds())
+			for i := range notes {
+				r.m.DueToPublish.Observe(ackAt.Sub(notes[i].DueAt).Seconds())
+			}
+			if r.AfterPublish != nil {
+				if err := r.AfterPublish(gctx, notes); err != nil {
+					return fmt.Errorf("after publish: %w", err)
+				}
+			}
+			acked <- notes // never blocks for long: the marker drains acked whatever happens
+		}
+		return nil
+	})
+	var published int
+	var markErr error
+	g.Go(func() error { // mark, even after a failure elsewhere
+		for notes := range acked {
+			if markErr != nil {
+				continue
+			}
+			ids := make([]uint64, len(notes))
+			for i := range notes {
+				ids[i] = notes[i].Sequence
+			}
+			mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
+			markErr = r.store.MarkPublished(mctx, ids, r.clock())
+			cancel()
+			if markErr != nil {
+				stop(markErr) // stop reading and publishing
+				continue
+			}
+			published += len(notes)
+			r.m.Published.Add(float64(len(notes)))
+		}
+		return markErr
+	})
+	err := g.Wait()
+	switch {
+	case markErr != nil:
+		err = markErr
+	case ctx.Err() != nil:
+		err = context.Cause(ctx)
+	}
+	if err != nil {
+		r.m.RelayErrors.Inc()
+		return published, fmt.Errorf("relay outbox: %w", err)
+	}
+	return published, nil
+}

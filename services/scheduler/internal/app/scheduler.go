@@ -1,0 +1,274 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/notiflow/notiflow/services/scheduler/internal/domain"
+)
+
+// ClaimStore claims due targets into the outbox (see
+// adapters.MySQLStore.ClaimDue).
+type ClaimStore interface {
+	ClaimDue(ctx context.Context, now time.Time, limit int, planner domain.Planner) (domain.ClaimResult, error)
+}
+
+// Housekeeper trims the outbox and measures its backlog.
+type Housekeeper interface {
+	PurgePublished(ctx context.Context, before time.Time, limit int) (int64, error)
+	Backlog(ctx context.Context) (int64, error)
+}
+
+// SchedulerOptions tune a Scheduler; zero values take the defaults noted.
+type SchedulerOptions struct {
+	Tick            time.Duration // between scans; default 1s
+	ClaimBatch      int           // targets per claim transaction; default 1000
+	Policy          domain.MissedPolicy
+	Retention       time.Duration    // published outbox rows are kept this long
+	ShutdownTimeout time.Duration    // bound of the drain after ctx ends; default 20s
+	Clock           func() time.Time // default time.Now
+	NewID           func() string    // notification ids; default NewUUIDv7
+	housekeepEvery  time.Duration
+}
+
+// Scheduler is the scan loop: a robfig/cron job ticks every Tick; a tick
+// takes (or keeps) the scan lease, claims due targets batch after batch
+// until none is due, and wakes the relay after each batch so that
+// publishing overlaps claiming. Only the lease holder claims and relays.
+type Scheduler struct {
+	leader  *Leader
+	claims  ClaimStore
+	relay   *Relay
+	house   Housekeeper
+	opts    SchedulerOptions
+	planner domain.Planner
+	log     *slog.Logger
+	m       *Metrics
+
+	wake chan struct{} // relay trigger, capacity 1: wake-ups coalesce
+
+	houseMu   sync.Mutex
+	lastHouse time.Time
+}
+
+// NewScheduler wires a Scheduler.
+func NewScheduler(leader *Leader, claims ClaimStore, relay *Relay, house Housekeeper, opts SchedulerOptions, log *slog.Logger, m *Metrics) *Scheduler {
+	if opts.Tick <= 0 {
+		opts.Tick = time.Second
+	}
+	if opts.ClaimBatch <= 0 {
+		opts.ClaimBatch = 1000
+	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = 20 * time.Second
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	if opts.NewID == nil {
+		opts.NewID = NewUUIDv7
+	}
+	if opts.housekeepEvery <= 0 {
+		opts.housekeepEvery = 5 * time.Second
+	}
+	return &Scheduler{
+		leader: leader, claims: claims, relay: relay, house: house, opts: opts,
+		planner: domain.Planner{Policy: opts.Policy, NewID: opts.NewID},
+		log:     log, m: m, wake: make(chan struct{}, 1),
+	}
+}
+
+func (s *Scheduler) now() time.Time { return s.opts.Clock().UTC() }
+
+// Run ticks until ctx ends, then shuts down in this order and returns nil:
+//
+//  1. Stop ticking: no new tick starts. A running tick sees ctx end after
+//     its current claim batch, which it commits (batches run under the
+//     lease's context, not ctx), and returns.
+//  2. Stop the relay loop and run one last relay pass under the lease, so
+//     that what the claims wrote is published now rather than by the next
+//     holder.
+//  3. Release the lock, so another replica takes over at its next tick
+//     instead of after the lock's expiry.
+//
+// Steps 1 and 2 share the ShutdownTimeout; past it, what is left stays in
+// the outbox for the next holder (nothing is lost).
+func (s *Scheduler) Run(ctx context.Context) error {
+	relayCtx, stopRelay := context.WithCancel(context.Background())
+	relayDone := make(chan struct{})
+	go func() {
+		defer close(relayDone)
+		s.relayLoop(relayCtx)
+	}()
+
+	logger := cronLogger{s.log}
+	c := cron.New(cron.WithLocation(time.UTC), cron.WithLogger(logger),
+		cron.WithChain(cron.Recover(logger), cron.SkipIfStillRunning(logger)))
+	c.Schedule(every(s.opts.Tick), cron.FuncJob(func() { s.Tick(ctx) }))
+	c.Start()
+	<-ctx.Done()
+
+	deadline := time.Now().Add(s.opts.ShutdownTimeout)
+	dctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	s.log.Info("scheduler stopping: waiting for the running tick")
+	select { // 1.
+	case <-c.Stop().Done():
+	case <-dctx.Done():
+		s.log.Warn("scheduler stopping: the running tick outlived the shutdown timeout")
+	}
+	stopRelay() // 2.
+	<-relayDone
+	if lease, ok := s.leader.Current(); ok {
+		fctx, fcancel := context.WithDeadline(lease, deadline)
+		n, err := s.relay.Drain(fctx)
+		fcancel()
+		if err != nil {
+			s.log.Warn("scheduler stopping: final relay pass incomplete; the next holder publishes the rest", "published", n, "err", err)
+		} else {
+			s.log.Info("scheduler stopping: outbox flushed", "published", n)
+		}
+	}
+	rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer rcancel()
+	s.leader.Release(rctx) // 3.
+	return nil
+}
+
+// Tick runs one scan if this replica holds (or can take) the lease: it
+// claims batches until fewer than a full batch was due, ctx ended (the
+// batch in progress still commits) or the lease was lost (the batch in
+// progress rolls back). Tick is what the cron job calls; tests call it
+// directly. Calls must not overlap.
+func (s *Scheduler) Tick(ctx context.Context) {
+	if ctx.Err() != nil {
+		return
+	}
+	lease, ok := s.leader.Acquire(ctx)
+	if !ok {
+		return
+	}
+	defer s.Wake() // also when nothing was claimed: the relay retries leftovers and housekeeps
+	start := time.Now()
+	defer func() { s.m.ScanDuration.Observe(time.Since(start).Seconds()) }()
+	for ctx.Err() == nil && lease.Err() == nil {
+		res, err := s.claims.ClaimDue(lease, s.now(), s.opts.ClaimBatch, s.planner)
+		if err != nil {
+			if lease.Err() != nil {
+				s.log.Warn("claim aborted: scan lock lost", "cause", context.Cause(lease))
+			} else {
+				s.m.ClaimErrors.Inc()
+				s.log.Error("claim due targets", "err", err)
+			}
+			return
+		}
+		s.m.Claimed.Add(float64(res.Targets))
+		s.m.OutboxInserted.Add(float64(res.Inserted))
+		s.m.CatchUpTruncated.Add(float64(res.Truncated))
+		if res.Broken > 0 {
+			s.m.BrokenTargets.Add(float64(res.Broken))
+			s.log.Error("paused targets whose stored schedule no longer parses", "count", res.Broken)
+		}
+		if res.Inserted > 0 {
+			s.Wake()
+		}
+		if res.Targets < s.opts.ClaimBatch {
+			return
+		}
+	}
+}
+
+// Wake asks the relay loop for a pass; it never blocks.
+func (s *Scheduler) Wake() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Flush runs a relay pass now if this replica holds the lease and returns
+// how many notifications it published (for tests and the final drain).
+func (s *Scheduler) Flush(ctx context.Context) (int, error) {
+	lease, ok := s.leader.Current()
+	if !ok {
+		return 0, nil
+	}
+	lctx, cancel := context.WithCancel(lease)
+	defer cancel()
+	stop := context.AfterFunc(ctx, cancel)
+	defer stop()
+	return s.relay.Drain(lctx)
+}
+
+// relayLoop runs a relay pass on each wake-up while this replica holds the
+// lease, and housekeeps the outbox now and then.
+func (s *Scheduler) relayLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+		}
+		lease, ok := s.leader.Current()
+		if !ok {
+			continue
+		}
+		lctx, cancel := context.WithCancel(lease)
+		stop := context.AfterFunc(ctx, cancel)
+		if _, err := s.relay.Drain(lctx); err != nil && lease.Err() == nil && ctx.Err() == nil {
+			s.log.Error("relay pass failed; rows stay in the outbox and are retried", "err", err)
+		}
+		s.housekeep(lctx)
+		stop()
+		cancel()
+	}
+}
+
+// housekeep deletes published rows older than the retention and samples
+// the backlog, at most every housekeepEvery.
+func (s *Scheduler) housekeep(ctx context.Context) {
+	s.houseMu.Lock()
+	defer s.houseMu.Unlock()
+	if time.Since(s.lastHouse) < s.opts.housekeepEvery {
+		return
+	}
+	s.lastHouse = time.Now()
+	const chunk = 10000
+	before := s.now().Add(-s.opts.Retention)
+	for ctx.Err() == nil {
+		n, err := s.house.PurgePublished(ctx, before, chunk)
+		if err != nil {
+			s.log.Warn("purge published outbox rows", "err", err)
+			break
+		}
+		s.m.Purged.Add(float64(n))
+		if n < chunk {
+			break
+		}
+	}
+	if n, err := s.house.Backlog(ctx); err == nil {
+		s.m.OutboxBacklog.Set(float64(n))
+	} else if !errors.Is(err, context.Canceled) {
+		s.log.Warn("measure outbox backlog", "err", err)
+	}
+}
+
+// every is a cron.Schedule firing at a fixed interval; unlike
+// cron.Every it allows intervals below one second.
+type every time.Duration
+
+func (e every) Next(t time.Time) time.Time { return t.Add(time.Duration(e)) }
+
+// cronLogger sends robfig/cron's messages to slog; its "skip" (a tick
+// still running) is routine, so info becomes debug.
+type cronLogger struct{ log *slog.Logger }
+
+func (l cronLogger) Info(msg string, kv ...any) { l.log.Debug("cron: "+msg, kv...) }
+func (l cronLogger) Error(err error, msg string, kv ...any) {
+	l.log.Error("cron: "+msg, append(kv, "err", err)...)
+}
