@@ -88,7 +88,7 @@ func (g *generation[T]) handleBatch(batch []*job[T]) {
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
 		err := c.batch.HandleBatch(g.hctx, recs)
-		c.m.handlerSeconds.WithLabelValues(c.cfg.GroupID).Observe(time.Since(start).Seconds())
+		g.latency.Observe(time.Since(start).Seconds())
 		if err == nil {
 			c.failing.Store(nil)
 			for _, j := range good {

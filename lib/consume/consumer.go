@@ -184,12 +184,14 @@ type generation[T any] struct {
 	batchIn  chan *job[T]
 	flushCh  chan []*job[T]
 	inFlight prometheus.Gauge
+	latency  prometheus.Observer
 }
 
 func (c *Consumer[T]) runGeneration(ctx, gctx context.Context, gen *kafka.Generation) {
 	hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer hcancel()
-	g := &generation[T]{c: c, gen: gen, hctx: hctx, inFlight: c.m.inFlight.WithLabelValues(c.cfg.GroupID)}
+	g := &generation[T]{c: c, gen: gen, hctx: hctx, inFlight: c.m.inFlight.WithLabelValues(c.cfg.GroupID),
+		latency: c.m.handlerSeconds.WithLabelValues(c.cfg.GroupID)}
 	for topic, as := range gen.Assignments {
 		for _, a := range as {
 			g.parts = append(g.parts, c.newPartition(topic, a))
@@ -331,14 +333,10 @@ func (g *generation[T]) fetchLoop(ctx context.Context, p *partition, start int64
 			continue
 		}
 		attempt = 1
-		select {
-		case p.slots <- struct{}{}:
-		case <-ctx.Done():
+		if !acquire(ctx, p.slots) {
 			return
 		}
-		select {
-		case c.slots <- struct{}{}:
-		case <-ctx.Done():
+		if !acquire(ctx, c.slots) {
 			<-p.slots
 			return
 		}
@@ -373,6 +371,22 @@ func (g *generation[T]) fetchLoop(ctx context.Context, p *partition, start int64
 			j.key = string(msg.Key)
 		}
 		g.lanes.submit(j)
+	}
+}
+
+// acquire takes a slot of sem, waiting until one is free or ctx ends; the
+// common case (a free slot) avoids the cost of a blocking select.
+func acquire(ctx context.Context, sem chan struct{}) bool {
+	select {
+	case sem <- struct{}{}:
+		return true
+	default:
+	}
+	select {
+	case sem <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
@@ -418,7 +432,7 @@ func (g *generation[T]) handle(j *job[T]) {
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
 		err := c.handler.Handle(g.hctx, &j.rec)
-		c.m.handlerSeconds.WithLabelValues(c.cfg.GroupID).Observe(time.Since(start).Seconds())
+		g.latency.Observe(time.Since(start).Seconds())
 		if err == nil {
 			p.processed.Inc()
 			g.complete(j)

@@ -1,0 +1,147 @@
+package consume
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/notiflow/notiflow/lib/testkit"
+)
+
+// Benchmarks need the local Kafka (make deps). Each sub-benchmark consumes
+// the same pre-produced backlog with a fresh group, so the consumer is
+// saturated from its first record; the rate is taken from the first to the
+// last record handled, which leaves group-join time out of both sides.
+//
+//	go test -run '^$' -bench . -benchtime 1x ./consume/
+
+// rateMeter measures records/s between the first and the n-th record.
+type rateMeter struct {
+	n     int64
+	count atomic.Int64
+	first atomic.Int64
+	done  chan struct{}
+	last  time.Time
+	once  sync.Once
+}
+
+func newRateMeter(n int) *rateMeter { return &rateMeter{n: int64(n), done: make(chan struct{})} }
+
+func (m *rateMeter) tick() {
+	now := time.Now().UnixNano()
+	m.first.CompareAndSwap(0, now)
+	if m.count.Add(1) == m.n {
+		m.once.Do(func() { m.last = time.Now(); close(m.done) })
+	}
+}
+
+func (m *rateMeter) wait(b *testing.B, timeout time.Duration) float64 {
+	b.Helper()
+	select {
+	case <-m.done:
+	case <-time.After(timeout):
+		b.Fatalf("handled %d of %d within %s", m.count.Load(), m.n, timeout)
+	}
+	secs := m.last.Sub(time.Unix(0, m.first.Load())).Seconds()
+	return float64(m.n) / secs
+}
+
+func benchRuntime(b *testing.B, brokers []string, topic string, n int, mutate func(*Config), h func()) float64 {
+	m := newRateMeter(n)
+	cfg := baseConfig(b, brokers, topic)
+	mutate(&cfg)
+	c, err := New(cfg, func(msg *kafka.Message) ([]byte, error) { return msg.Value, nil },
+		HandlerFunc[[]byte](func(ctx context.Context, r *Record[[]byte]) error {
+			h()
+			m.tick()
+			return nil
+		}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	stop := runConsumer(b, c)
+	defer stop()
+	return m.wait(b, 5*time.Minute)
+}
+
+// BenchmarkNoopRuntimeVsReader compares the runtime with a no-op handler to
+// kafka-go's Reader in a consumer group (FetchMessage, CommitMessages in
+// batches of 1000, CommitInterval 1 s) on 12 partitions of 100-byte values.
+func BenchmarkNoopRuntimeVsReader(b *testing.B) {
+	brokers := testkit.KafkaBrokers(b)
+	topic := testkit.Topic(b, brokers, 12)
+	const n = 300_000
+	produceSeq(b, brokers, topic, n, 10_000, 100)
+
+	var runtimeRate, readerRate float64
+	b.Run("runtime", func(b *testing.B) {
+		for range b.N {
+			runtimeRate = benchRuntime(b, brokers, topic, n, func(*Config) {}, func() {})
+		}
+		b.ReportMetric(runtimeRate, "records/s")
+	})
+	b.Run("reader", func(b *testing.B) {
+		for range b.N {
+			readerRate = benchReader(b, brokers, topic, n)
+		}
+		b.ReportMetric(readerRate, "records/s")
+	})
+	if readerRate > 0 {
+		b.Logf("runtime/reader = %.2f (%.0f vs %.0f records/s)", runtimeRate/readerRate, runtimeRate, readerRate)
+	}
+}
+
+func benchReader(b *testing.B, brokers []string, topic string, n int) float64 {
+	r := kafka.NewReader(kafka.ReaderConfig{
+		Brokers: brokers, GroupID: testkit.Group(b), Topic: topic,
+		MinBytes: 1, MaxBytes: DefaultFetchMaxBytes, MaxWait: DefaultFetchMaxWait,
+		CommitInterval: time.Second, StartOffset: kafka.FirstOffset,
+	})
+	defer r.Close()
+	m := newRateMeter(n)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	batch := make([]kafka.Message, 0, 1000)
+	for i := 0; i < n; i++ {
+		msg, err := r.FetchMessage(ctx)
+		if err != nil {
+			b.Fatalf("fetch: %v", err)
+		}
+		m.tick()
+		batch = append(batch, msg)
+		if len(batch) == cap(batch) || i == n-1 {
+			if err := r.CommitMessages(ctx, batch...); err != nil {
+				b.Fatalf("commit: %v", err)
+			}
+			batch = batch[:0]
+		}
+	}
+	return m.wait(b, time.Second)
+}
+
+// BenchmarkKeyVsPartition: a 2 ms handler, 12 partitions, 10,000 keys, 64
+// workers; key ordering against partition ordering in one run.
+func BenchmarkKeyVsPartition(b *testing.B) {
+	brokers := testkit.KafkaBrokers(b)
+	topic := testkit.Topic(b, brokers, 12)
+	const n = 60_000
+	produceSeq(b, brokers, topic, n, 10_000, 100)
+	rates := map[Ordering]float64{}
+	for _, o := range []Ordering{OrderKey, OrderPartition} {
+		b.Run(o.String(), func(b *testing.B) {
+			for range b.N {
+				rates[o] = benchRuntime(b, brokers, topic, n, func(c *Config) {
+					c.Ordering, c.Workers = o, 64
+				}, func() { time.Sleep(2 * time.Millisecond) })
+			}
+			b.ReportMetric(rates[o], "records/s")
+		})
+	}
+	if rates[OrderPartition] > 0 {
+		b.Logf("key/partition = %.1fx (%.0f vs %.0f records/s)", rates[OrderKey]/rates[OrderPartition], rates[OrderKey], rates[OrderPartition])
+	}
+}
