@@ -1,0 +1,183 @@
+package adapters
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/notiflow/notiflow/lib/testkit"
+	"github.com/notiflow/notiflow/services/sink/internal/domain"
+)
+
+func openStore(t *testing.T) *Store {
+	t.Helper()
+	ctx := context.Background()
+	s, err := Open(ctx, testkit.MySQLDSN(t), Options{MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestMigrateIsIdempotent(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatalf("second migrate: %v", err)
+	}
+	v, err := s.SchemaVersion(context.Background())
+	if err != nil || v != len(migrations) {
+		t.Fatalf("schema version %d, %v; want %d", v, err, len(migrations))
+	}
+}
+
+var base = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+
+func result(id string, st domain.Status, at int) *domain.Result {
+	return &domain.Result{
+		NotificationID: id, TargetID: 7, OccurrenceAt: base, RecipientID: "rcp-" + id, Sequence: 3,
+		Channel: "sim", TemplateID: "tpl", Status: st, Attempts: uint32(at), ProviderCode: int32(200 + at),
+		Error: fmt.Sprintf("e%d", at), Body: fmt.Sprintf("body %d", at), RunID: "run1",
+		DueAt: base, DispatchedAt: base.Add(time.Duration(at) * time.Millisecond),
+	}
+}
+
+type stored struct {
+	status       string
+	attempts     uint32
+	providerCode int32
+	errText      string
+	body         string
+	dispatchedAt time.Time
+	duplicates   int
+	fromDup      bool
+}
+
+func readRows(t *testing.T, db *sql.DB) map[string]stored {
+	t.Helper()
+	rows, err := db.Query(`SELECT notification_id, status, attempts, provider_code, error, body, dispatched_at, duplicates, from_duplicate FROM notifications`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]stored{}
+	for rows.Next() {
+		var id string
+		var s stored
+		if err := rows.Scan(&id, &s.status, &s.attempts, &s.providerCode, &s.errText, &s.body, &s.dispatchedAt, &s.duplicates, &s.fromDup); err != nil {
+			t.Fatal(err)
+		}
+		out[id] = s
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func toStored(r domain.Row) stored {
+	return stored{string(r.Status), r.Attempts, r.ProviderCode, r.Error, r.Body, r.DispatchedAt, r.Duplicates, r.Provisional}
+}
+
+// TestUpsertAppliesMerge is the contract between the SQL upsert and
+// domain.Merge: random sequences of results (retries, duplicates, older
+// attempts, redeliveries) written in random batches must leave exactly the
+// rows that folding them with Merge in memory gives.
+func TestUpsertAppliesMerge(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 2))
+	statuses := []domain.Status{domain.StatusDelivered, domain.StatusFailed, domain.StatusRateLimited}
+	var all []*domain.Result
+	for i := range 400 {
+		id := fmt.Sprintf("n%03d", rng.IntN(60))
+		var r *domain.Result
+		if rng.IntN(4) == 0 {
+			r = result(id, domain.StatusDuplicate, rng.IntN(20))
+			if rng.IntN(5) > 0 {
+				r.OriginalStatus = statuses[rng.IntN(len(statuses))]
+			}
+		} else {
+			r = result(id, statuses[rng.IntN(len(statuses))], rng.IntN(20))
+		}
+		_ = i
+		all = append(all, r)
+	}
+	// Redeliver a random prefix: the same results again.
+	all = append(all, all[:rng.IntN(len(all))]...)
+
+	want := map[string]domain.Row{}
+	for _, r := range all {
+		row := domain.RowOf(r)
+		if prev, ok := want[r.NotificationID]; ok {
+			row = domain.Merge(prev, row)
+		}
+		want[r.NotificationID] = row
+	}
+	for len(all) > 0 {
+		n := min(1+rng.IntN(40), len(all))
+		if err := s.Upsert(ctx, domain.Collapse(all[:n])); err != nil {
+			t.Fatal(err)
+		}
+		all = all[n:]
+	}
+	got := readRows(t, s.DB())
+	if len(got) != len(want) {
+		t.Fatalf("%d rows, want %d", len(got), len(want))
+	}
+	for id, w := range want {
+		if g := got[id]; g != toStored(w) {
+			t.Errorf("%s: got %+v\nwant %+v", id, g, toStored(w))
+		}
+	}
+}
+
+func TestUpsertRejectsDataThatDoesNotFit(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	ctx := context.Background()
+	tests := []struct {
+		name string
+		edit func(r *domain.Result)
+	}{
+		{"recipient too long", func(r *domain.Result) { r.RecipientID = strings.Repeat("r", 192) }},
+		{"template too long", func(r *domain.Result) { r.TemplateID = strings.Repeat("t", 300) }},
+		{"notification id not ascii", func(r *domain.Result) { r.NotificationID = "nö" }},
+	}
+	for _, tt := range tests {
+		r := result("bad", domain.StatusDelivered, 1)
+		tt.edit(r)
+		err := s.Upsert(ctx, domain.Collapse([]*domain.Result{result("good", domain.StatusDelivered, 1), r}))
+		if !IsRejected(err) {
+			t.Errorf("%s: err = %v, want a rejected error", tt.name, err)
+		}
+	}
+	if n := len(readRows(t, s.DB())); n != 0 {
+		t.Fatalf("%d rows after rejected statements, want 0 (a statement is all or nothing)", n)
+	}
+}
+
+func TestUpsertMissingTableIsTransient(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	if _, err := s.DB().Exec(`RENAME TABLE notifications TO notifications_away`); err != nil {
+		t.Fatal(err)
+	}
+	err := s.Upsert(context.Background(), domain.Collapse([]*domain.Result{result("a", domain.StatusDelivered, 1)}))
+	if err == nil || IsRejected(err) {
+		t.Fatalf("err = %v, want a transient (not rejected) error", err)
+	}
+	if errors.Is(err, domain.ErrRejected) {
+		t.Fatal("missing table must not count as poison")
+	}
+}
