@@ -1,0 +1,3 @@
+module github.com/notiflow/notiflow/bench
+
+go 1.26.0

@@ -1,0 +1,7 @@
+// Package harness runs the three notiflow services as real processes
+// against the local Kafka, MariaDB and Redis, for the end-to-end benchmark,
+// the demo and the fault-injection suite: it builds the binaries, starts,
+// kills and restarts processes, gives each run its own database, topics,
+// consumer groups and Redis prefix, serves a webhook receiver that records
+// every call, and talks to the scheduler's admin API.
+package harness

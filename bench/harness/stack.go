@@ -1,0 +1,291 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Services are the three binaries, by name.
+var Services = []string{"scheduler", "dispatcher", "sink"}
+
+// Build compiles the three services from root (the repository) into binDir.
+func Build(ctx context.Context, root, binDir string) error {
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", binDir, err)
+	}
+	for _, s := range Services {
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(binDir, s), ".")
+		cmd.Dir = filepath.Join(root, "services", s)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("build %s: %w\n%s", s, err, out)
+		}
+	}
+	return nil
+}
+
+// Root finds the repository root from the working directory (the folder
+// holding go.work).
+func Root() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.work above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// Proc is one running service process.
+type Proc struct {
+	Name    string // unique within the stack, e.g. dispatcher-2
+	Service string // scheduler, dispatcher or sink
+	Addr    string // HTTP address, host:port
+	Env     map[string]string
+	LogPath string
+	Bin     string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+// Stack runs service processes from BinDir, each with Base env plus its own.
+// It is safe for concurrent use.
+type Stack struct {
+	BinDir string
+	LogDir string
+	Base   map[string]string
+
+	mu    sync.Mutex
+	procs map[string]*Proc
+}
+
+// NewStack returns a Stack; LogDir is created.
+func NewStack(binDir, logDir string, base map[string]string) (*Stack, error) {
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create log dir: %w", err)
+	}
+	return &Stack{BinDir: binDir, LogDir: logDir, Base: base, procs: map[string]*Proc{}}, nil
+}
+
+// FreeAddr returns a loopback address with a port nobody listens on now.
+func FreeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// Start launches service under name with the stack's base env plus env, on
+// a free port (NOTIFLOW_HTTP_ADDR), and waits until /readyz answers 200 or
+// ctx ends.
+func (s *Stack) Start(ctx context.Context, name, service string, env map[string]string) (*Proc, error) {
+	addr, err := FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	all := map[string]string{}
+	for k, v := range s.Base {
+		all[k] = v
+	}
+	for k, v := range env {
+		all[k] = v
+	}
+	all["NOTIFLOW_HTTP_ADDR"] = addr
+	p := &Proc{Name: name, Service: service, Addr: addr, Env: all, LogPath: filepath.Join(s.LogDir, name+".log"), Bin: filepath.Join(s.BinDir, service)}
+	if err := p.start(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.procs[name] = p
+	s.mu.Unlock()
+	if err := p.WaitReady(ctx, 60*time.Second); err != nil {
+		return p, err
+	}
+	return p, nil
+}
+
+func (p *Proc) start() error {
+	logf, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("open log %s: %w", p.LogPath, err)
+	}
+	cmd := exec.Command(p.Bin)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	env := os.Environ()
+	keys := make([]string, 0, len(p.Env))
+	for k := range p.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+p.Env[k])
+	}
+	cmd.Env = env
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start %s: %w", p.Name, err)
+	}
+	done := make(chan struct{})
+	p.mu.Lock()
+	p.cmd, p.done = cmd, done
+	p.mu.Unlock()
+	go func() {
+		err := cmd.Wait()
+		logf.Close()
+		p.mu.Lock()
+		p.err = err
+		p.mu.Unlock()
+		close(done)
+	}()
+	return nil
+}
+
+// WaitReady polls /readyz until it answers 200, the process exits, or
+// timeout passes.
+func (p *Proc) WaitReady(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	client := &http.Client{Timeout: 2 * time.Second}
+	for {
+		resp, err := client.Get("http://" + p.Addr + "/readyz")
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		p.mu.Lock()
+		done := p.done
+		p.mu.Unlock()
+		select {
+		case <-done:
+			return fmt.Errorf("%s exited before it was ready: %v; log tail:\n%s", p.Name, p.exitErr(), p.LogTail(20))
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready within %s; log tail:\n%s", p.Name, timeout, p.LogTail(20))
+		}
+	}
+}
+
+func (p *Proc) exitErr() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
+// Running reports whether the process is alive.
+func (p *Proc) Running() bool {
+	p.mu.Lock()
+	done := p.done
+	p.mu.Unlock()
+	select {
+	case <-done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Kill sends SIGKILL and waits for the process to be gone.
+func (p *Proc) Kill() { p.signal(syscall.SIGKILL, 10*time.Second) }
+
+// Term sends SIGTERM and waits up to grace for a clean exit, then kills.
+// It returns the exit error (nil for exit status 0).
+func (p *Proc) Term(grace time.Duration) error {
+	if !p.signal(syscall.SIGTERM, grace) {
+		p.Kill()
+		return fmt.Errorf("%s did not exit within %s of SIGTERM", p.Name, grace)
+	}
+	return p.exitErr()
+}
+
+func (p *Proc) signal(sig syscall.Signal, wait time.Duration) bool {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return true
+	}
+	_ = cmd.Process.Signal(sig)
+	select {
+	case <-done:
+		return true
+	case <-time.After(wait):
+		return false
+	}
+}
+
+// Restart starts the process again with the same env and address and waits
+// until it is ready. The previous run must have exited.
+func (p *Proc) Restart(ctx context.Context) error {
+	if p.Running() {
+		return fmt.Errorf("restart %s: still running", p.Name)
+	}
+	if err := p.start(); err != nil {
+		return err
+	}
+	return p.WaitReady(ctx, 60*time.Second)
+}
+
+// LogTail returns the last n lines of the process log.
+func (p *Proc) LogTail(n int) string {
+	b, err := os.ReadFile(p.LogPath)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Procs returns the stack's processes of service (all when empty).
+func (s *Stack) Procs(service string) []*Proc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*Proc
+	for _, p := range s.procs {
+		if service == "" || p.Service == service {
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// StopAll sends SIGTERM to every process and waits for them (killing what
+// does not exit within grace).
+func (s *Stack) StopAll(grace time.Duration) {
+	var wg sync.WaitGroup
+	for _, p := range s.Procs("") {
+		wg.Go(func() { _ = p.Term(grace) })
+	}
+	wg.Wait()
+}
