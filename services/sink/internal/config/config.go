@@ -1,0 +1,154 @@
+// Package config is the sink's configuration: every NOTIFLOW_* variable it
+// reads, with its default, and the checks that stop the process at start
+// when a value cannot work.
+package config
+
+import (
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	libconfig "github.com/notiflow/notiflow/lib/config"
+	"github.com/notiflow/notiflow/lib/kafkax"
+)
+
+// Defaults, as named constants for code that builds a Config by hand
+// (tests); the `default` tags below say the same.
+const (
+	DefaultHTTPAddr         = ":8082"
+	DefaultMySQLDSN         = "notiflow:notiflow@tcp(127.0.0.1:3306)/notiflow?parseTime=true&loc=UTC"
+	DefaultGroup            = "notiflow-sink"
+	DefaultBatchSize        = 200
+	DefaultBatchIdle        = time.Second
+	DefaultBatchMaxAge      = 2 * time.Second
+	DefaultFlushConcurrency = 4
+	DefaultFlushTimeout     = 30 * time.Second
+	DefaultRetryBackoffMax  = 2 * time.Second
+	DefaultMaxInFlight      = 5000
+	DefaultShutdownTimeout  = 20 * time.Second
+)
+
+// Config is the sink's configuration. Load it with Load, then call
+// Validate.
+type Config struct {
+	HTTPAddr string `env:"NOTIFLOW_HTTP_ADDR" default:":8082"`
+	LogLevel string `env:"NOTIFLOW_LOG_LEVEL" default:"info"`
+	// MySQLDSN holds the password: never logged as is.
+	MySQLDSN string `env:"NOTIFLOW_MYSQL_DSN" default:"notiflow:notiflow@tcp(127.0.0.1:3306)/notiflow?parseTime=true&loc=UTC"`
+	Group    string `env:"NOTIFLOW_GROUP" default:"notiflow-sink"`
+
+	BatchSize        int           `env:"NOTIFLOW_BATCH_SIZE" default:"200"`
+	BatchIdle        time.Duration `env:"NOTIFLOW_BATCH_IDLE" default:"1s"`
+	BatchMaxAge      time.Duration `env:"NOTIFLOW_BATCH_MAX_AGE" default:"2s"`
+	FlushConcurrency int           `env:"NOTIFLOW_FLUSH_CONCURRENCY" default:"4"`
+	FlushTimeout     time.Duration `env:"NOTIFLOW_FLUSH_TIMEOUT" default:"30s"`
+	RetryBackoffMax  time.Duration `env:"NOTIFLOW_RETRY_BACKOFF_MAX" default:"2s"`
+	MaxInFlight      int           `env:"NOTIFLOW_MAX_IN_FLIGHT" default:"5000"`
+	// Naive writes one row and commits one offset per record: the
+	// baseline every sink benchmark compares against.
+	Naive bool `env:"NOTIFLOW_SINK_NAIVE" default:"false"`
+
+	ShutdownTimeout time.Duration `env:"NOTIFLOW_SHUTDOWN_TIMEOUT" default:"20s"`
+
+	Kafka kafkax.Config
+}
+
+// Load reads the configuration from the process environment.
+func Load() (Config, error) { return LoadFrom(nil) }
+
+// LoadFrom reads the configuration from lookup (the process environment
+// when nil).
+func LoadFrom(lookup libconfig.Lookup) (Config, error) {
+	var c Config
+	var err error
+	if lookup == nil {
+		err = libconfig.Load(&c)
+	} else {
+		err = libconfig.LoadFrom(lookup, &c)
+	}
+	return c, err
+}
+
+// DrainTimeout is how long the consumer may take to finish its in-flight
+// batches at shutdown: most of NOTIFLOW_SHUTDOWN_TIMEOUT, leaving time for
+// the final commit and leaving the group.
+func (c Config) DrainTimeout() time.Duration { return c.ShutdownTimeout * 3 / 4 }
+
+// Validate returns every setting that cannot work, each error naming its
+// variable.
+func (c Config) Validate() error {
+	var errs []error
+	add := func(name, format string, args ...any) {
+		errs = append(errs, libconfig.Errorf(name, format, args...))
+	}
+	if c.HTTPAddr == "" {
+		add("NOTIFLOW_HTTP_ADDR", "must not be empty")
+	}
+	if _, err := mysql.ParseDSN(c.MySQLDSN); err != nil {
+		add("NOTIFLOW_MYSQL_DSN", "not a valid DSN (user:pass@tcp(host:port)/db?parseTime=true): %v", err)
+	}
+	if c.Group == "" {
+		add("NOTIFLOW_GROUP", "must not be empty")
+	}
+	// 17 placeholders per row; MySQL allows 65535 per statement.
+	if c.BatchSize < 1 || c.BatchSize > 3000 {
+		add("NOTIFLOW_BATCH_SIZE", "must be between 1 and 3000, got %d", c.BatchSize)
+	}
+	if c.BatchIdle < time.Millisecond {
+		add("NOTIFLOW_BATCH_IDLE", "must be at least 1ms, got %s", c.BatchIdle)
+	}
+	if c.BatchMaxAge < c.BatchIdle {
+		add("NOTIFLOW_BATCH_MAX_AGE", "must be at least NOTIFLOW_BATCH_IDLE (%s), got %s", c.BatchIdle, c.BatchMaxAge)
+	}
+	if c.FlushConcurrency < 1 || c.FlushConcurrency > 64 {
+		add("NOTIFLOW_FLUSH_CONCURRENCY", "must be between 1 and 64, got %d", c.FlushConcurrency)
+	}
+	if c.FlushTimeout < 100*time.Millisecond {
+		add("NOTIFLOW_FLUSH_TIMEOUT", "must be at least 100ms, got %s", c.FlushTimeout)
+	}
+	if c.RetryBackoffMax < 50*time.Millisecond {
+		add("NOTIFLOW_RETRY_BACKOFF_MAX", "must be at least 50ms, got %s", c.RetryBackoffMax)
+	}
+	if c.MaxInFlight < c.BatchSize*(c.FlushConcurrency+1) {
+		add("NOTIFLOW_MAX_IN_FLIGHT", "must be at least NOTIFLOW_BATCH_SIZE x (NOTIFLOW_FLUSH_CONCURRENCY+1) = %d so that every flusher can get a full batch, got %d",
+			c.BatchSize*(c.FlushConcurrency+1), c.MaxInFlight)
+	}
+	// The consumer's drain (3/4 of it) must stay below its 30s rebalance
+	// timeout.
+	if c.ShutdownTimeout < time.Second || c.ShutdownTimeout > 39*time.Second {
+		add("NOTIFLOW_SHUTDOWN_TIMEOUT", "must be between 1s and 39s, got %s", c.ShutdownTimeout)
+	}
+	if err := c.Kafka.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// LogValue is what a log line shows of c: the MySQL password is left out.
+func (c Config) LogValue() slog.Value {
+	dsn := "invalid"
+	if d, err := mysql.ParseDSN(c.MySQLDSN); err == nil {
+		if d.Passwd != "" {
+			d.Passwd = "redacted"
+		}
+		dsn = d.FormatDSN()
+	}
+	return slog.GroupValue(
+		slog.String("http_addr", c.HTTPAddr),
+		slog.String("mysql_dsn", dsn),
+		slog.String("group", c.Group),
+		slog.Bool("naive", c.Naive),
+		slog.Int("batch_size", c.BatchSize),
+		slog.Duration("batch_idle", c.BatchIdle),
+		slog.Duration("batch_max_age", c.BatchMaxAge),
+		slog.Int("flush_concurrency", c.FlushConcurrency),
+		slog.Duration("flush_timeout", c.FlushTimeout),
+		slog.Int("max_in_flight", c.MaxInFlight),
+		slog.Duration("shutdown_timeout", c.ShutdownTimeout),
+		slog.Any("kafka_brokers", c.Kafka.Brokers),
+		slog.String("topic_dispatched", c.Kafka.TopicDispatched),
+		slog.String("topic_dlq", c.Kafka.TopicDLQ),
+	)
+}

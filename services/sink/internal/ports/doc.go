@@ -1,0 +1,3 @@
+// Package ports connects the sink to Kafka: it decodes NotificationDispatched
+// records and runs the consumer runtime in batched or naive mode.
+package ports

@@ -1,0 +1,144 @@
+package ports
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/notiflow/notiflow/lib/consume"
+	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
+	"github.com/notiflow/notiflow/services/sink/internal/app"
+	"github.com/notiflow/notiflow/services/sink/internal/domain"
+)
+
+// Decode turns a NotificationDispatched value into a Result. An error (not
+// protobuf, invalid UTF-8, no notification id, unknown status, a time
+// outside the DATETIME range) sends the record to the dead-letter topic
+// before it reaches the sink.
+func Decode(msg *kafka.Message) (domain.Result, error) {
+	var ev notiflowv1.NotificationDispatched
+	if err := proto.Unmarshal(msg.Value, &ev); err != nil {
+		return domain.Result{}, fmt.Errorf("unmarshal NotificationDispatched: %w", err)
+	}
+	r := domain.Result{
+		NotificationID: ev.GetNotificationId(),
+		TargetID:       ev.GetTargetId(),
+		OccurrenceAt:   time.UnixMicro(ev.GetOccurrenceAtUs()).UTC(),
+		RecipientID:    ev.GetRecipientId(),
+		Sequence:       ev.GetSequence(),
+		Channel:        channel(ev.GetChannel()),
+		TemplateID:     ev.GetTemplateId(),
+		Status:         status(ev.GetStatus()),
+		OriginalStatus: status(ev.GetOriginalStatus()),
+		Attempts:       ev.GetAttempts(),
+		ProviderCode:   ev.GetProviderCode(),
+		Error:          ev.GetError(),
+		Body:           ev.GetBody(),
+		RunID:          ev.GetRunId(),
+		DueAt:          time.UnixMicro(ev.GetDueAtUs()).UTC(),
+		DispatchedAt:   time.UnixMicro(ev.GetDispatchedAtUs()).UTC(),
+	}
+	if err := r.Validate(); err != nil {
+		return domain.Result{}, fmt.Errorf("invalid NotificationDispatched: %w", err)
+	}
+	return r, nil
+}
+
+func status(s notiflowv1.Status) domain.Status {
+	switch s {
+	case notiflowv1.Status_STATUS_DELIVERED:
+		return domain.StatusDelivered
+	case notiflowv1.Status_STATUS_FAILED:
+		return domain.StatusFailed
+	case notiflowv1.Status_STATUS_DUPLICATE:
+		return domain.StatusDuplicate
+	case notiflowv1.Status_STATUS_RATE_LIMITED:
+		return domain.StatusRateLimited
+	}
+	return ""
+}
+
+func channel(c notiflowv1.Channel) string {
+	switch c {
+	case notiflowv1.Channel_CHANNEL_WEBHOOK:
+		return "webhook"
+	case notiflowv1.Channel_CHANNEL_INBOX:
+		return "inbox"
+	case notiflowv1.Channel_CHANNEL_SIM:
+		return "sim"
+	}
+	return "unspecified"
+}
+
+// ConsumerConfig configures NewConsumer.
+type ConsumerConfig struct {
+	Brokers []string
+	Topic   string
+	Group   string
+	// Naive selects one upsert and (about) one offset commit per record.
+	Naive bool
+
+	BatchSize        int
+	BatchIdle        time.Duration
+	BatchMaxAge      time.Duration
+	FlushConcurrency int
+	MaxInFlight      int
+	DrainTimeout     time.Duration
+	BackoffMax       time.Duration
+
+	DLQ        consume.DeadLetterer
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+}
+
+// naiveCommitInterval is the commit loop period in naive mode: shorter
+// than one INSERT, so that in practice every record is committed on its
+// own, right after it was written.
+const naiveCommitInterval = time.Millisecond
+
+// NewConsumer returns the consumer that feeds sink.
+//
+// Batched mode (the default): the runtime's batch handler, a batch being
+// handed over at BatchSize records, after BatchIdle without a record, or
+// when its oldest record is BatchMaxAge old; FlushConcurrency batches are
+// written at once. A batch that fails is retried until it succeeds
+// (BatchMaxAttempts 0) while its records stay uncommitted and, the
+// in-flight bound filling, fetching pauses.
+//
+// Naive mode: the per-record handler with one worker and one record at a
+// time per partition (OrderPartition, Workers 1: one INSERT at a time in
+// the whole process) and a commit loop every millisecond; transient
+// errors are retried without limit, like the batched mode.
+func NewConsumer(cfg ConsumerConfig, sink *app.Sink) (*consume.Consumer[domain.Result], error) {
+	cc := consume.Config{
+		Brokers:      cfg.Brokers,
+		GroupID:      cfg.Group,
+		Topics:       []string{cfg.Topic},
+		Service:      "sink",
+		MaxInFlight:  cfg.MaxInFlight,
+		DrainTimeout: cfg.DrainTimeout,
+		BackoffMin:   50 * time.Millisecond,
+		BackoffMax:   cfg.BackoffMax,
+		DLQ:          cfg.DLQ,
+		Logger:       cfg.Logger,
+		Registerer:   cfg.Registerer,
+	}
+	if cfg.Naive {
+		cc.Ordering = consume.OrderPartition
+		cc.Workers = 1
+		cc.CommitInterval = naiveCommitInterval
+		cc.MaxAttempts = math.MaxInt32
+		return consume.New[domain.Result](cc, Decode, sink)
+	}
+	cc.BatchSize = cfg.BatchSize
+	cc.BatchIdle = cfg.BatchIdle
+	cc.BatchMaxAge = cfg.BatchMaxAge
+	cc.BatchConcurrency = cfg.FlushConcurrency
+	cc.BatchMaxAttempts = 0
+	return consume.NewBatch[domain.Result](cc, Decode, sink)
+}

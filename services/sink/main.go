@@ -1,0 +1,133 @@
+// Command sink is notiflow's sink: it consumes dispatch results from
+// notify.dispatched.v1 and persists them in MySQL's notifications table in
+// batches, committing offsets only once the rows are durable.
+// Configuration and design: README.md.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/notiflow/notiflow/lib/kafkax"
+	"github.com/notiflow/notiflow/lib/obs"
+	"github.com/notiflow/notiflow/services/sink/internal/adapters"
+	"github.com/notiflow/notiflow/services/sink/internal/app"
+	"github.com/notiflow/notiflow/services/sink/internal/config"
+	"github.com/notiflow/notiflow/services/sink/internal/ports"
+)
+
+func main() {
+	cfg, err := config.Load()
+	if err == nil {
+		err = cfg.Validate()
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sink: invalid configuration:\n%v\n", err)
+		os.Exit(2)
+	}
+	log, err := obs.NewLogger(os.Stdout, "sink", cfg.LogLevel)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sink: NOTIFLOW_LOG_LEVEL: %v\n", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err = run(ctx, cfg, log, obs.NewRegistry())
+	stop()
+	if err != nil {
+		log.Error("sink failed", "err", err)
+		os.Exit(1)
+	}
+	log.Info("sink stopped")
+}
+
+// run builds the dependencies and consumes until ctx ends or a component
+// fails. Shutdown order once ctx ends:
+//
+//  1. readiness goes false (/readyz answers 503);
+//  2. the consumer stops fetching, hands the partial batch to a flusher,
+//     waits up to the drain timeout for the flushes in progress (a flush
+//     that keeps failing is abandoned then, its records uncommitted),
+//     commits what is durable and leaves the group (ports.NewConsumer);
+//  3. the HTTP server stops;
+//  4. the dead-letter writer and MySQL are closed (deferred).
+func run(ctx context.Context, cfg config.Config, log *slog.Logger, reg *prometheus.Registry) error {
+	log.Info("sink starting", "config", cfg)
+	health := obs.NewHealth()
+	metrics := app.NewMetrics(reg)
+
+	store, err := adapters.Open(ctx, cfg.MySQLDSN, adapters.Options{MaxConns: cfg.FlushConcurrency + 1})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if err := store.Migrate(ctx); err != nil {
+		return err
+	}
+	if err := kafkax.EnsureTopics(ctx, cfg.Kafka.Brokers, cfg.Kafka.Topics()...); err != nil {
+		return fmt.Errorf("ensure kafka topics: %w", err)
+	}
+	writer := kafkax.NewWriter(cfg.Kafka.Brokers, kafkax.WriterOptions{
+		WriteTimeout: cfg.Kafka.WriteTimeout, MaxMessageBytes: cfg.Kafka.MaxMessageBytes,
+	})
+	defer writer.Close()
+	dlq := kafkax.NewDeadLetter(writer, cfg.Kafka.TopicDLQ, "sink")
+
+	sink := app.NewSink(store, dlq, metrics, cfg.FlushTimeout)
+	consumer, err := ports.NewConsumer(ports.ConsumerConfig{
+		Brokers:          cfg.Kafka.Brokers,
+		Topic:            cfg.Kafka.TopicDispatched,
+		Group:            cfg.Group,
+		Naive:            cfg.Naive,
+		BatchSize:        cfg.BatchSize,
+		BatchIdle:        cfg.BatchIdle,
+		BatchMaxAge:      cfg.BatchMaxAge,
+		FlushConcurrency: cfg.FlushConcurrency,
+		MaxInFlight:      cfg.MaxInFlight,
+		DrainTimeout:     cfg.DrainTimeout(),
+		BackoffMax:       cfg.RetryBackoffMax,
+		DLQ:              dlq,
+		Logger:           log,
+		Registerer:       reg,
+	}, sink)
+	if err != nil {
+		return fmt.Errorf("build consumer: %w", err)
+	}
+
+	health.AddCheck("mysql", func(ctx context.Context) error {
+		err := store.Ping(ctx)
+		metrics.SetDBUp(err == nil)
+		return err
+	})
+	health.AddCheck("writes", consumer.Check)
+	kc := &kafka.Client{Addr: kafka.TCP(cfg.Kafka.Brokers...), Timeout: 2 * time.Second}
+	health.AddCheck("kafka", func(ctx context.Context) error {
+		_, err := kc.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{cfg.Kafka.TopicDispatched}})
+		return err
+	})
+	mux := obs.Mux(health, reg)
+
+	httpCtx, stopHTTP := context.WithCancel(context.Background())
+	defer stopHTTP()
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { // 1.
+		<-gctx.Done()
+		health.SetDraining()
+		return nil
+	})
+	g.Go(func() error {
+		defer stopHTTP() // 3. after the consumer drained
+		return consumer.Run(gctx) // 2.
+	})
+	g.Go(func() error { return obs.Serve(httpCtx, cfg.HTTPAddr, mux, cfg.ShutdownTimeout) })
+	log.Info("sink started", "http_addr", cfg.HTTPAddr, "naive", cfg.Naive)
+	return g.Wait()
+}
