@@ -11,7 +11,23 @@ TEST_ENV = NOTIFLOW_TEST_KAFKA=127.0.0.1:9092 \
 	NOTIFLOW_TEST_MYSQL_DSN='notiflow:notiflow@tcp(127.0.0.1:3306)/notiflow?parseTime=true&loc=UTC' \
 	NOTIFLOW_TEST_REDIS=127.0.0.1:6379
 
-.PHONY: all deps deps-down deps-status build test test-unit lint proto proto-check
+.PHONY: all deps deps-down deps-status build test lint proto proto-check bench bench-compare demo
+
+# Benchmark knobs: make bench NOTIFICATIONS=20000 DISPATCHERS=3 ORDERING=partition
+NOTIFICATIONS ?= 100000
+RECIPIENTS ?= 10000
+PARTITIONS ?= 12
+DISPATCHERS ?= 2
+WORKERS ?= 0
+ORDERING ?= key
+SINK_BATCH ?= 200
+SINK_IDLE ?= 1s
+SINK_NAIVE ?= false
+CHANNEL ?= sim
+SIM_LATENCY ?= 2ms
+BENCH_ARGS = -notifications $(NOTIFICATIONS) -recipients $(RECIPIENTS) -partitions $(PARTITIONS) \
+	-dispatchers $(DISPATCHERS) -workers $(WORKERS) -ordering $(ORDERING) -sink-batch $(SINK_BATCH) \
+	-sink-idle $(SINK_IDLE) -sink-naive=$(SINK_NAIVE) -channel $(CHANNEL) -sim-latency $(SIM_LATENCY)
 
 all: build
 
@@ -54,3 +70,15 @@ proto:
 
 proto-check:
 	@scripts/proto.sh --check
+
+## bench: end-to-end benchmark through the admin endpoint (bench/results/latest.json)
+bench:
+	@cd bench && $(GO) run ./cmd/notiflow-bench run $(BENCH_ARGS)
+
+## bench-compare: naive vs tuned configuration in one invocation (bench/results/compare-latest.json)
+bench-compare:
+	@cd bench && $(GO) run ./cmd/notiflow-bench compare $(BENCH_ARGS)
+
+## demo: deps + the three services + sample targets + a benchmark; Ctrl-C stops everything
+demo:
+	@cd bench && $(GO) run ./cmd/notiflow-bench demo $(BENCH_ARGS)

@@ -106,6 +106,11 @@ func (s *Stack) Start(ctx context.Context, name, service string, env map[string]
 	if err != nil {
 		return nil, err
 	}
+	return s.StartAt(ctx, name, service, addr, env)
+}
+
+// StartAt is Start on a given HTTP address.
+func (s *Stack) StartAt(ctx context.Context, name, service, addr string, env map[string]string) (*Proc, error) {
 	all := map[string]string{}
 	for k, v := range s.Base {
 		all[k] = v
@@ -288,4 +293,27 @@ func (s *Stack) StopAll(grace time.Duration) {
 		wg.Go(func() { _ = p.Term(grace) })
 	}
 	wg.Wait()
+}
+
+// PeakRSSKiB returns the process's peak resident set size (VmHWM) in KiB,
+// or 0 when it is not running or not readable.
+func (p *Proc) PeakRSSKiB() int {
+	p.mu.Lock()
+	cmd := p.cmd
+	p.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kb int
+			_, _ = fmt.Sscanf(strings.TrimSpace(rest), "%d", &kb)
+			return kb
+		}
+	}
+	return 0
 }

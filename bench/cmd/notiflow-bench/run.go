@@ -1,0 +1,255 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/notiflow/notiflow/bench/harness"
+)
+
+// options are the knobs of one benchmark run.
+type options struct {
+	Notifications int           `json:"notifications"`
+	Recipients    int           `json:"recipients"`
+	Partitions    int           `json:"partitions"`
+	Dispatchers   int           `json:"dispatchers"`
+	Workers       int           `json:"dispatcherWorkers"`
+	Ordering      string        `json:"ordering"`
+	SinkBatch     int           `json:"sinkBatch"`
+	SinkIdle      time.Duration `json:"sinkIdle"`
+	SinkNaive     bool          `json:"sinkNaive"`
+	Channel       string        `json:"channel"`
+	SimLatency    time.Duration `json:"simLatency"`
+	Timeout       time.Duration `json:"-"`
+	Out           string        `json:"-"`
+}
+
+func (o *options) register(fs *flag.FlagSet) {
+	fs.IntVar(&o.Notifications, "notifications", 100_000, "notifications in the run")
+	fs.IntVar(&o.Recipients, "recipients", 10_000, "distinct recipients")
+	fs.IntVar(&o.Partitions, "partitions", 12, "partitions of each topic")
+	fs.IntVar(&o.Dispatchers, "dispatchers", 2, "dispatcher replicas (processes)")
+	fs.IntVar(&o.Workers, "workers", 0, "dispatcher workers per replica (0: the service default)")
+	fs.StringVar(&o.Ordering, "ordering", "key", "dispatcher ordering: key, partition or unordered")
+	fs.IntVar(&o.SinkBatch, "sink-batch", 200, "sink batch size")
+	fs.DurationVar(&o.SinkIdle, "sink-idle", time.Second, "sink idle flush")
+	fs.BoolVar(&o.SinkNaive, "sink-naive", false, "sink naive mode: one INSERT and one commit per record")
+	fs.StringVar(&o.Channel, "channel", "sim", "channel of the notifications: sim or inbox")
+	fs.DurationVar(&o.SimLatency, "sim-latency", 2*time.Millisecond, "simulated provider latency")
+	fs.DurationVar(&o.Timeout, "timeout", 15*time.Minute, "give up on the run after this long")
+}
+
+// result is what a run writes to its JSON file.
+type result struct {
+	Config options        `json:"config"`
+	Run    *harness.Run   `json:"run"`
+	RSSMiB map[string]int `json:"rssMiB,omitempty"`
+}
+
+func cmdRun(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	var o options
+	o.register(fs)
+	fs.StringVar(&o.Out, "out", "bench/results/latest.json", "where to write the report (JSON)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	root, err := harness.Root()
+	if err != nil {
+		return err
+	}
+	res, err := benchmark(ctx, root, o)
+	if err != nil {
+		return err
+	}
+	printReport("notiflow benchmark", res)
+	return writeJSON(filepath.Join(root, o.Out), res)
+}
+
+// benchmark runs one benchmark on a stack of its own and stops it after.
+func benchmark(ctx context.Context, root string, o options) (*result, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	if err := harness.DepsUp(ctx, root); err != nil {
+		return nil, err
+	}
+	fmt.Println("building the services")
+	binDir := filepath.Join(root, "bin")
+	if err := harness.Build(ctx, root, binDir); err != nil {
+		return nil, err
+	}
+	deps := harness.LocalDeps()
+	iso := harness.NewIsolation("bench_" + time.Now().UTC().Format("20060102_150405"))
+	if err := iso.Create(ctx, deps); err != nil {
+		return nil, err
+	}
+	defer func() { _ = iso.DeleteTopics(context.Background(), deps) }()
+	token := randomToken()
+	base, err := iso.Env(deps, o.Partitions, token)
+	if err != nil {
+		return nil, err
+	}
+	stack, err := harness.NewStack(binDir, filepath.Join(root, "bench", "results", "logs", iso.Name), base)
+	if err != nil {
+		return nil, err
+	}
+	defer stack.StopAll(30 * time.Second)
+	sched, err := startTrio(ctx, stack, iso, o, nil)
+	if err != nil {
+		return nil, err
+	}
+	admin := &harness.Admin{Base: "http://" + sched.Addr, Token: token}
+	run, err := admin.StartBenchmark(ctx, harness.BenchmarkRequest{
+		Notifications: o.Notifications, Recipients: o.Recipients, Channel: o.Channel,
+		SimLatencyMs: int(o.SimLatency / time.Millisecond),
+	})
+	if err != nil {
+		return nil, err
+	}
+	fmt.Printf("run %s started: %d notifications to %d recipients over %s, %d dispatcher(s), %s ordering, sink %s\n",
+		run.ID, o.Notifications, o.Recipients, o.Channel, o.Dispatchers, o.Ordering, sinkMode(o))
+	run, err = follow(ctx, admin, run.ID, o.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	res := &result{Config: o, Run: run, RSSMiB: map[string]int{}}
+	for _, p := range stack.Procs("") {
+		if kb := p.PeakRSSKiB(); kb > 0 {
+			res.RSSMiB[p.Name] = kb / 1024
+		}
+	}
+	if run.Status != "done" || run.Report == nil {
+		return res, fmt.Errorf("run %s ended %s: %s", run.ID, run.Status, run.Error)
+	}
+	return res, nil
+}
+
+func (o options) validate() error {
+	switch {
+	case o.Notifications < 1 || o.Recipients < 1 || o.Partitions < 1 || o.Dispatchers < 1:
+		return errors.New("notifications, recipients, partitions and dispatchers must be positive")
+	case o.Channel != "sim" && o.Channel != "inbox":
+		return fmt.Errorf("channel %q: the benchmark drives sim or inbox", o.Channel)
+	}
+	return nil
+}
+
+func sinkMode(o options) string {
+	if o.SinkNaive {
+		return "naive"
+	}
+	return fmt.Sprintf("batch %d / idle %s", o.SinkBatch, o.SinkIdle)
+}
+
+// startTrio starts the sink, the dispatchers and the scheduler; addrs, when
+// given, fixes their HTTP addresses by process name.
+func startTrio(ctx context.Context, stack *harness.Stack, iso harness.Isolation, o options, addrs map[string]string) (*harness.Proc, error) {
+	start := func(name, service string, env map[string]string) (*harness.Proc, error) {
+		env = harness.Merge(iso.ServiceEnv(service), env)
+		if a, ok := addrs[name]; ok {
+			return stack.StartAt(ctx, name, service, a, env)
+		}
+		return stack.Start(ctx, name, service, env)
+	}
+	sinkEnv := map[string]string{
+		"NOTIFLOW_BATCH_SIZE": fmt.Sprint(o.SinkBatch), "NOTIFLOW_BATCH_IDLE": o.SinkIdle.String(),
+		"NOTIFLOW_SINK_NAIVE": fmt.Sprint(o.SinkNaive),
+	}
+	if _, err := start("sink", "sink", sinkEnv); err != nil {
+		return nil, err
+	}
+	dEnv := map[string]string{"NOTIFLOW_ORDERING": o.Ordering, "NOTIFLOW_SIM_LATENCY": o.SimLatency.String()}
+	if o.Workers > 0 {
+		dEnv["NOTIFLOW_WORKERS"] = fmt.Sprint(o.Workers)
+	}
+	for i := 1; i <= o.Dispatchers; i++ {
+		if _, err := start(fmt.Sprintf("dispatcher-%d", i), "dispatcher", dEnv); err != nil {
+			return nil, err
+		}
+	}
+	return start("scheduler", "scheduler", nil)
+}
+
+// follow polls the run every second, printing progress, until it finishes.
+func follow(ctx context.Context, admin *harness.Admin, id string, timeout time.Duration) (*harness.Run, error) {
+	deadline := time.Now().Add(timeout)
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		run, err := admin.Benchmark(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		p := run.Progress
+		fmt.Printf("  %-8s targets %7d  outbox %7d  published %7d  dispatched %7d  persisted %7d\n",
+			run.Status, p.TargetsCreated, p.OutboxRows, p.Published, p.Dispatched, p.Persisted)
+		if run.Finished() {
+			return run, nil
+		}
+		if time.Now().After(deadline) {
+			return run, fmt.Errorf("run %s not finished within %s", id, timeout)
+		}
+	}
+}
+
+func printReport(title string, res *result) {
+	r := res.Run.Report
+	fmt.Printf("\n== %s (run %s)\n", title, res.Run.ID)
+	b, _ := json.MarshalIndent(struct {
+		*harness.Report
+		Series json.RawMessage `json:"series,omitempty"`
+	}{Report: r}, "", "  ")
+	fmt.Println(string(b))
+	if len(res.RSSMiB) > 0 {
+		fmt.Printf("peak RSS MiB: %v\n", res.RSSMiB)
+	}
+	fmt.Println(benchmarkLine(res.Run))
+}
+
+// benchmarkLine is the one-line summary in the field's familiar form.
+func benchmarkLine(run *harness.Run) string {
+	r := run.Report
+	return fmt.Sprintf("[NOTIFLOW BENCHMARK] eligible=%d outboxCreated=%d eventPublishSec=%.3f totalSec=%.3f msgsPerSecond=%.0f lost=%d duplicates=%d",
+		r.Eligible, r.OutboxCreated, r.EventPublishSec, r.TotalSec, r.MsgsPerSecond, r.Lost, r.Duplicates)
+}
+
+func writeJSON(path string, v any) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	fmt.Printf("wrote %s\n", strings.TrimPrefix(path, mustWd()+"/"))
+	return nil
+}
+
+func mustWd() string {
+	wd, _ := os.Getwd()
+	return wd
+}
+
+func randomToken() string {
+	var b [24]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

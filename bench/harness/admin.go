@@ -1,0 +1,136 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+)
+
+// BenchmarkRequest is the body of POST /admin/benchmarks.
+type BenchmarkRequest struct {
+	Notifications int    `json:"notifications"`
+	Recipients    int    `json:"recipients"`
+	Channel       string `json:"channel"`
+	SimLatencyMs  int    `json:"sim_latency_ms,omitempty"`
+	WebhookURL    string `json:"webhook_url,omitempty"`
+}
+
+// Run is a benchmark run as GET /admin/benchmarks/{id} returns it.
+type Run struct {
+	ID        string           `json:"id"`
+	Status    string           `json:"status"` // creating, waiting, running, done, failed, cancelled
+	Params    BenchmarkRequest `json:"params"`
+	CreatedAt time.Time        `json:"createdAt"`
+	DueAt     time.Time        `json:"dueAt"`
+	SetupSec  float64          `json:"setupSec"`
+	Progress  Progress         `json:"progress"`
+	Report    *Report          `json:"report,omitempty"`
+	Error     string           `json:"error,omitempty"`
+}
+
+// Finished reports whether the run reached a final status.
+func (r *Run) Finished() bool {
+	return r.Status == "done" || r.Status == "failed" || r.Status == "cancelled"
+}
+
+// Progress counts a run's notifications at each stage.
+type Progress struct {
+	TargetsCreated int64 `json:"targetsCreated"`
+	OutboxRows     int64 `json:"outboxRows"`
+	Published      int64 `json:"published"`
+	Dispatched     int64 `json:"dispatched"`
+	Persisted      int64 `json:"persisted"`
+}
+
+// Report is a finished run's result.
+type Report struct {
+	Eligible            int64              `json:"eligible"`
+	OutboxCreated       int64              `json:"outboxCreated"`
+	EventPublishSec     float64            `json:"eventPublishSec"`
+	TotalSec            float64            `json:"totalSec"`
+	MsgsPerSecond       float64            `json:"msgsPerSecond"`
+	LatencyMs           Percentiles        `json:"latencyMs"`
+	StagesPerSecond     map[string]float64 `json:"stagesPerSecond"`
+	PeakLag             map[string]int64   `json:"peakLag"`
+	Lost                int64              `json:"lost"`
+	Duplicates          int64              `json:"duplicates"`
+	DuplicatesSent      int64              `json:"duplicatesSent"`
+	DuplicatesPersisted int64              `json:"duplicatesPersisted"`
+	Series              json.RawMessage    `json:"series,omitempty"`
+}
+
+// Percentiles of a latency distribution, in milliseconds.
+type Percentiles struct {
+	P50 float64 `json:"p50"`
+	P95 float64 `json:"p95"`
+	P99 float64 `json:"p99"`
+}
+
+// Admin is a client of the scheduler's HTTP API.
+type Admin struct {
+	Base  string // http://host:port
+	Token string
+	HTTP  *http.Client
+}
+
+// Do sends a JSON request and decodes a JSON answer into out (when not
+// nil). A status >= 300 is an error carrying the body.
+func (a *Admin) Do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, a.Base+path, body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if a.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+a.Token)
+	}
+	client := a.HTTP
+	if client == nil {
+		client = &http.Client{Timeout: 60 * time.Second}
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(b))
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+		}
+	}
+	return nil
+}
+
+// StartBenchmark starts a run and returns it.
+func (a *Admin) StartBenchmark(ctx context.Context, req BenchmarkRequest) (*Run, error) {
+	var r Run
+	if err := a.Do(ctx, http.MethodPost, "/admin/benchmarks", req, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Benchmark fetches a run.
+func (a *Admin) Benchmark(ctx context.Context, id string) (*Run, error) {
+	var r Run
+	if err := a.Do(ctx, http.MethodGet, "/admin/benchmarks/"+id, nil, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
