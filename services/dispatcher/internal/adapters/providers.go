@@ -1,0 +1,89 @@
+package adapters
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/notiflow/notiflow/lib/consume"
+	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
+	"github.com/notiflow/notiflow/services/dispatcher/internal/domain"
+)
+
+// Inbox is the in-app channel: nothing is called, the persisted result row
+// (which carries the rendered body) is the notification. It is safe for
+// concurrent use.
+type Inbox struct{}
+
+// Send delivers at once.
+func (Inbox) Send(context.Context, *notiflowv1.NotificationDue, string) (domain.Outcome, error) {
+	return domain.Outcome{Status: notiflowv1.Status_STATUS_DELIVERED, Attempts: 1}, nil
+}
+
+// SimRecorder counts simulated sends; *Store implements it.
+type SimRecorder interface {
+	RecordSimSend(ctx context.Context, runID, field string) error
+}
+
+// Sim is the simulated provider for benchmarks and tests: it waits
+// Latency (or the record's params._sim_latency_ms) and fails with
+// probability FailureRate. Every send of a record with a run id is counted
+// in Redis (see Store.RecordSimSend) so that a benchmark can check
+// independently that nothing was sent twice. It is safe for concurrent use.
+type Sim struct {
+	Latency     time.Duration
+	FailureRate float64
+	Recorder    SimRecorder
+	// Backoff bounds the waits while the send cannot be recorded.
+	BackoffMin, BackoffMax time.Duration
+}
+
+// simLatencyParam is the per-record latency override.
+var simLatencyParam = []byte(`"_sim_latency_ms"`)
+
+// Send simulates one provider call. It returns an error only when ctx ended
+// before the send was recorded.
+func (s *Sim) Send(ctx context.Context, due *notiflowv1.NotificationDue, _ string) (domain.Outcome, error) {
+	lat := s.Latency
+	if bytes.Contains(due.ParamsJson, simLatencyParam) {
+		var p struct {
+			Ms *float64 `json:"_sim_latency_ms"`
+		}
+		if json.Unmarshal(due.ParamsJson, &p) == nil && p.Ms != nil && *p.Ms >= 0 {
+			lat = time.Duration(*p.Ms * float64(time.Millisecond))
+		}
+	}
+	if lat > 0 {
+		t := time.NewTimer(lat)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return domain.Outcome{}, fmt.Errorf("simulated send: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+	if s.FailureRate > 0 && rand.Float64() < s.FailureRate {
+		return domain.Outcome{Status: notiflowv1.Status_STATUS_FAILED, Attempts: 1, ProviderCode: 503, Err: "simulated provider failure", DeadLetter: true}, nil
+	}
+	if due.RunId != "" && s.Recorder != nil {
+		field := strconv.FormatUint(due.TargetId, 10) + ":" + strconv.FormatInt(due.OccurrenceAtUs, 10)
+		for try := 1; ; try++ {
+			err := s.Recorder.RecordSimSend(ctx, due.RunId, field)
+			if err == nil {
+				break
+			}
+			t := time.NewTimer(consume.Backoff(try, s.BackoffMin, s.BackoffMax))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return domain.Outcome{}, fmt.Errorf("simulated send: %w (last: %v)", ctx.Err(), err)
+			case <-t.C:
+			}
+		}
+	}
+	return domain.Outcome{Status: notiflowv1.Status_STATUS_DELIVERED, Attempts: 1, ProviderCode: 200}, nil
+}

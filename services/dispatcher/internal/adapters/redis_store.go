@@ -1,0 +1,242 @@
+package adapters
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/notiflow/notiflow/services/dispatcher/internal/domain"
+)
+
+// claimScript deduplicates and rate-limits one notification atomically.
+//
+//	KEYS[1] dedup key    KEYS[2] rate-limit counter of the current window
+//	ARGV[1] our in-flight marker   ARGV[2] in-flight TTL (ms)
+//	ARGV[3] limit (0 = off)        ARGV[4] window (ms)
+//	ARGV[5] done TTL (ms)          ARGV[6] rate-limited done marker
+//
+// It returns "claimed" (the marker is ours, new or already), "rate_limited"
+// (the notification is now remembered as rate limited; the counter is not
+// raised past the limit by it), or the other marker found.
+var claimScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if v then
+  if v == ARGV[1] then return 'claimed' end
+  return v
+end
+local limit = tonumber(ARGV[3])
+if limit > 0 then
+  local n = redis.call('INCR', KEYS[2])
+  if n == 1 then redis.call('PEXPIRE', KEYS[2], ARGV[4]) end
+  if n > limit then
+    redis.call('DECR', KEYS[2])
+    redis.call('SET', KEYS[1], ARGV[6], 'PX', ARGV[5])
+    return 'rate_limited'
+  end
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 'claimed'
+`)
+
+// ownerScript runs an action on the dedup key only while it holds our
+// in-flight marker: ARGV[2] "extend" renews the TTL to ARGV[3] ms, "release"
+// deletes the key. It returns 1 when the marker was ours.
+var ownerScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if ARGV[2] == 'extend' then
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+else
+  redis.call('DEL', KEYS[1])
+end
+return 1
+`)
+
+// simSendsTTL is how long the per-run simulated-send counts are kept.
+const simSendsTTL = 24 * time.Hour
+
+// StoreOptions configure a Store.
+type StoreOptions struct {
+	// Prefix starts every key.
+	Prefix string
+	// InflightTTL is the life of a claim; DoneTTL of a done marker.
+	InflightTTL, DoneTTL time.Duration
+	// RateLimit per RateWindow per recipient; 0 is off.
+	RateLimit  int
+	RateWindow time.Duration
+}
+
+// Store keeps the dispatcher's state in Redis: deduplication markers
+// (<prefix>dedup:<notification id>), fixed-window rate-limit counters
+// (<prefix>rl:<recipient>:<window number>) and, for benchmarks, how often
+// the simulated provider sent each occurrence (<prefix>sim:sends:<run id>).
+// Every command goes through the Batcher. Errors are Redis errors (the
+// server is unreachable, a timeout, ...) unless they wrap
+// domain.ErrBadMarker. It is safe for concurrent use.
+type Store struct {
+	rdb                           redis.UniversalClient
+	b                             *Batcher
+	opt                           StoreOptions
+	inTTL, doneTTL, window, limit string
+
+	mu         sync.Mutex
+	simExpired map[string]time.Time // run id -> when its TTL was last set
+}
+
+// NewStore returns a Store using b for its commands and rdb for loading
+// scripts and pinging.
+func NewStore(rdb redis.UniversalClient, b *Batcher, opt StoreOptions) *Store {
+	return &Store{
+		rdb: rdb, b: b, opt: opt,
+		inTTL:      strconv.FormatInt(opt.InflightTTL.Milliseconds(), 10),
+		doneTTL:    strconv.FormatInt(opt.DoneTTL.Milliseconds(), 10),
+		window:     strconv.FormatInt(max(opt.RateWindow.Milliseconds(), 1), 10),
+		limit:      strconv.Itoa(opt.RateLimit),
+		simExpired: map[string]time.Time{},
+	}
+}
+
+func (s *Store) dedupKey(id string) string { return s.opt.Prefix + "dedup:" + id }
+
+// Ping reports whether Redis answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("ping redis: %w", err)
+	}
+	return nil
+}
+
+// evalsha runs script through the batcher; when Redis lost its script cache
+// (a restart) it loads the script and tries once more.
+func (s *Store) evalsha(ctx context.Context, script *redis.Script, keys []string, args ...any) (*redis.Cmd, error) {
+	for try := 0; ; try++ {
+		a := make([]any, 0, 3+len(keys)+len(args))
+		a = append(a, "evalsha", script.Hash(), len(keys))
+		for _, k := range keys {
+			a = append(a, k)
+		}
+		a = append(a, args...)
+		cmd := redis.NewCmd(ctx, a...)
+		if err := s.b.Do(ctx, cmd); err != nil {
+			return nil, err
+		}
+		err := cmd.Err()
+		if err == nil || try > 0 || !redis.HasErrorPrefix(err, "NOSCRIPT") {
+			return cmd, err
+		}
+		if err := script.Load(ctx, s.rdb).Err(); err != nil {
+			return nil, fmt.Errorf("load redis script: %w", err)
+		}
+	}
+}
+
+// Claim tries to take notification id for sending under token, checking
+// the recipient's rate limit at now in the same atomic step.
+func (s *Store) Claim(ctx context.Context, id, recipient, token string, now time.Time) (domain.Claim, error) {
+	rateKey := s.opt.Prefix + "rl:" + recipient + ":"
+	if s.opt.RateLimit > 0 {
+		rateKey += strconv.FormatInt(now.UnixMilli()/max(s.opt.RateWindow.Milliseconds(), 1), 10)
+	}
+	cmd, err := s.evalsha(ctx, claimScript, []string{s.dedupKey(id), rateKey},
+		domain.InflightMarker(token), s.inTTL, s.limit, s.window, s.doneTTL, domain.RateLimitedMarker)
+	if err != nil {
+		return domain.Claim{}, fmt.Errorf("claim notification %s: %w", id, err)
+	}
+	v, err := cmd.Text()
+	if err != nil {
+		return domain.Claim{}, fmt.Errorf("claim notification %s: %w", id, err)
+	}
+	switch v {
+	case "claimed":
+		return domain.Claim{State: domain.Claimed}, nil
+	case "rate_limited":
+		return domain.Claim{State: domain.RateLimited}, nil
+	}
+	st, owner, prev, err := domain.ParseMarker(v)
+	if err != nil {
+		return domain.Claim{}, fmt.Errorf("claim notification %s: %w", id, err)
+	}
+	if st == domain.MarkerInflight {
+		return domain.Claim{State: domain.Busy, Owner: owner}, nil
+	}
+	return domain.Claim{State: domain.Duplicate, Previous: prev}, nil
+}
+
+// MarkDone remembers the outcome of notification id for the done TTL.
+func (s *Store) MarkDone(ctx context.Context, id string, o domain.Outcome) error {
+	cmd := redis.NewStatusCmd(ctx, "set", s.dedupKey(id), domain.DoneMarker(o), "px", s.doneTTL)
+	if err := s.b.Do(ctx, cmd); err != nil {
+		return fmt.Errorf("mark notification %s done: %w", id, err)
+	}
+	if err := cmd.Err(); err != nil {
+		return fmt.Errorf("mark notification %s done: %w", id, err)
+	}
+	return nil
+}
+
+// Release gives up token's claim on notification id (if it still holds
+// it), so that the next delivery of the record is judged afresh.
+func (s *Store) Release(ctx context.Context, id, token string) error {
+	if _, err := s.evalsha(ctx, ownerScript, []string{s.dedupKey(id)}, domain.InflightMarker(token), "release"); err != nil {
+		return fmt.Errorf("release notification %s: %w", id, err)
+	}
+	return nil
+}
+
+// Extend renews token's claim on notification id for another in-flight
+// TTL. It returns domain.ErrClaimLost when the claim expired or was taken over.
+func (s *Store) Extend(ctx context.Context, id, token string) error {
+	cmd, err := s.evalsha(ctx, ownerScript, []string{s.dedupKey(id)}, domain.InflightMarker(token), "extend", s.inTTL)
+	if err != nil {
+		return fmt.Errorf("extend claim on notification %s: %w", id, err)
+	}
+	if n, _ := cmd.Int(); n != 1 {
+		return fmt.Errorf("extend claim on notification %s: %w", id, domain.ErrClaimLost)
+	}
+	return nil
+}
+
+// RecordSimSend counts one simulated send of occurrence field
+// (<target id>:<occurrence us>) in run runID, for the benchmark's
+// independent duplicate count.
+func (s *Store) RecordSimSend(ctx context.Context, runID, field string) error {
+	key := s.opt.Prefix + "sim:sends:" + runID
+	cmds := []redis.Cmder{redis.NewIntCmd(ctx, "hincrby", key, field, 1)}
+	if s.needsExpire(runID) {
+		cmds = append(cmds, redis.NewBoolCmd(ctx, "expire", key, int64(simSendsTTL/time.Second)))
+	}
+	if err := s.b.Do(ctx, cmds...); err != nil {
+		return fmt.Errorf("record simulated send: %w", err)
+	}
+	for _, c := range cmds {
+		if err := c.Err(); err != nil {
+			s.mu.Lock()
+			delete(s.simExpired, runID)
+			s.mu.Unlock()
+			return fmt.Errorf("record simulated send: %w", err)
+		}
+	}
+	return nil
+}
+
+// needsExpire says whether the run's counter hash needs its TTL (re)set:
+// once per run and hour in this process, not on every send.
+func (s *Store) needsExpire(runID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	if t, ok := s.simExpired[runID]; ok && now.Sub(t) < time.Hour {
+		return false
+	}
+	if len(s.simExpired) > 1024 {
+		clear(s.simExpired)
+	}
+	s.simExpired[runID] = now
+	return true
+}
+
+// SimSendsKey is the key of run runID's simulated-send counts under prefix.
+func SimSendsKey(prefix, runID string) string { return prefix + "sim:sends:" + runID }

@@ -1,0 +1,256 @@
+package adapters
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sony/gobreaker/v2"
+
+	"github.com/notiflow/notiflow/lib/consume"
+	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
+	"github.com/notiflow/notiflow/services/dispatcher/internal/domain"
+)
+
+// WebhookOptions configure a Webhook.
+type WebhookOptions struct {
+	// AttemptTimeout bounds one HTTP request; MaxElapsed all attempts and
+	// waits of one notification together.
+	AttemptTimeout, MaxElapsed time.Duration
+	// BackoffMin and BackoffMax shape the waits between attempts
+	// (exponential with jitter).
+	BackoffMin, BackoffMax time.Duration
+	// BreakerFailures consecutive failures open an endpoint's circuit;
+	// after BreakerCooldown one trial request is let through.
+	BreakerFailures int
+	BreakerCooldown time.Duration
+	// Allow lists CIDRs, IPs and host names exempt from the SSRF guard.
+	Allow []string
+	// MaxConnsPerHost bounds the connections to one endpoint.
+	MaxConnsPerHost int
+	// Latency observes each request's duration by outcome ("2xx", "4xx",
+	// "5xx", "error"); CircuitState gets 0/1/2 (closed/half-open/open) per
+	// endpoint. Either may be nil.
+	Latency      *prometheus.HistogramVec
+	CircuitState *prometheus.GaugeVec
+}
+
+// Webhook delivers notifications by HTTP POST with a JSON body and an
+// Idempotency-Key header (the notification id). Timeouts, connection
+// errors, 5xx and 429 are retried with exponential backoff and jitter until
+// MaxElapsed; other 4xx (and 3xx: redirects are not followed) are final.
+// Each endpoint has a circuit breaker: while it is open, no request is
+// made and the notification waits within its MaxElapsed budget. It is safe
+// for concurrent use.
+type Webhook struct {
+	client   *http.Client
+	guard    *Guard
+	breakers *breakers
+	opt      WebhookOptions
+}
+
+// attemptResult is what one HTTP request returned.
+type attemptResult struct {
+	code       int
+	retryAfter time.Duration
+}
+
+// excludedError wraps errors that say nothing about the endpoint's health
+// (our own cancellation, a refused destination): the breaker ignores them.
+type excludedError struct{ err error }
+
+func (e *excludedError) Error() string { return e.err.Error() }
+func (e *excludedError) Unwrap() error { return e.err }
+
+// NewWebhook returns a Webhook. It fails on a bad allow list.
+func NewWebhook(opt WebhookOptions) (*Webhook, error) {
+	guard, err := NewGuard(opt.Allow)
+	if err != nil {
+		return nil, err
+	}
+	tr := &http.Transport{
+		Proxy:                 nil, // never route webhooks through an environment proxy
+		DialContext:           guard.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          4096,
+		MaxIdleConnsPerHost:   opt.MaxConnsPerHost,
+		MaxConnsPerHost:       opt.MaxConnsPerHost,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   5 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+	return &Webhook{
+		client: &http.Client{
+			Transport:     tr,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+		guard: guard,
+		breakers: &breakers{
+			failures: uint32(max(opt.BreakerFailures, 1)), cooldown: opt.BreakerCooldown,
+			state: opt.CircuitState, m: map[string]*gobreaker.CircuitBreaker[attemptResult]{},
+			excluded: func(err error) bool { var e *excludedError; return errors.As(err, &e) },
+		},
+		opt: opt,
+	}, nil
+}
+
+// Close closes idle connections.
+func (w *Webhook) Close() { w.client.CloseIdleConnections() }
+
+// webhookPayload is the JSON body of a webhook call.
+type webhookPayload struct {
+	NotificationID string `json:"notification_id"`
+	RecipientID    string `json:"recipient_id"`
+	TemplateID     string `json:"template_id"`
+	Body           string `json:"body"`
+	OccurrenceAt   string `json:"occurrence_at"`
+	Sequence       uint64 `json:"sequence"`
+}
+
+func failed(attempts uint32, code int, err string) domain.Outcome {
+	return domain.Outcome{Status: notiflowv1.Status_STATUS_FAILED, Attempts: attempts, ProviderCode: int32(code), Err: err, DeadLetter: true}
+}
+
+// Send posts the notification to due.WebhookUrl and returns the outcome:
+// DELIVERED on a 2xx, FAILED (with DeadLetter set) on a final answer or when
+// the retry budget is spent. It returns an error only when ctx ended first;
+// a request may have reached the receiver by then.
+func (w *Webhook) Send(ctx context.Context, due *notiflowv1.NotificationDue, body string) (domain.Outcome, error) {
+	u, err := url.Parse(due.WebhookUrl)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+		return failed(0, 0, fmt.Sprintf("invalid webhook url %q: want http(s)://host/...", redactURL(due.WebhookUrl))), nil
+	}
+	if err := w.guard.CheckHost(u.Hostname()); err != nil {
+		return failed(0, 0, err.Error()), nil
+	}
+	payload, err := json.Marshal(webhookPayload{
+		NotificationID: due.NotificationId, RecipientID: due.RecipientId, TemplateID: due.TemplateId, Body: body,
+		OccurrenceAt: time.UnixMicro(due.OccurrenceAtUs).UTC().Format(time.RFC3339Nano), Sequence: due.Sequence,
+	})
+	if err != nil {
+		return failed(0, 0, "encode webhook payload: "+err.Error()), nil
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	cb := w.breakers.get(u.Scheme + "://" + net.JoinHostPort(u.Hostname(), port))
+
+	deadline := time.Now().Add(w.opt.MaxElapsed)
+	var attempts uint32
+	lastCode, lastErr := 0, ""
+	for try := 1; ; try++ {
+		res, err := cb.Execute(func() (attemptResult, error) {
+			attempts++
+			return w.attempt(ctx, u, payload, due.NotificationId)
+		})
+		if ctx.Err() != nil {
+			return domain.Outcome{}, fmt.Errorf("webhook %s: %w", due.NotificationId, ctx.Err())
+		}
+		switch {
+		case err == nil && res.code >= 200 && res.code < 300:
+			return domain.Outcome{Status: notiflowv1.Status_STATUS_DELIVERED, Attempts: attempts, ProviderCode: int32(res.code)}, nil
+		case err == nil:
+			return failed(attempts, res.code, fmt.Sprintf("webhook answered HTTP %d (not retried)", res.code)), nil
+		case errors.Is(err, ErrForbiddenAddress):
+			return failed(attempts, 0, err.Error()), nil
+		case errors.Is(err, gobreaker.ErrOpenState), errors.Is(err, gobreaker.ErrTooManyRequests):
+			lastErr = "circuit open for " + cb.Name() + " (after: " + orNone(lastErr) + ")"
+		default:
+			if res.code != 0 {
+				lastCode = res.code
+			}
+			lastErr = err.Error()
+		}
+		wait := consume.Backoff(try, w.opt.BackoffMin, w.opt.BackoffMax)
+		if res.retryAfter > wait {
+			wait = min(res.retryAfter, w.opt.BackoffMax)
+		}
+		if time.Now().Add(wait).After(deadline) {
+			return failed(attempts, lastCode, fmt.Sprintf("webhook gave up after %d attempt(s) in %s: %s", attempts, w.opt.MaxElapsed, lastErr)), nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return domain.Outcome{}, fmt.Errorf("webhook %s: %w", due.NotificationId, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "no attempt yet"
+	}
+	return s
+}
+
+// attempt makes one request. A nil error means a final answer (2xx, or a
+// status not worth retrying); an error is a failure for the breaker.
+func (w *Webhook) attempt(ctx context.Context, u *url.URL, payload []byte, id string) (attemptResult, error) {
+	actx, cancel := context.WithTimeout(ctx, w.opt.AttemptTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(actx, http.MethodPost, u.String(), bytes.NewReader(payload))
+	if err != nil {
+		return attemptResult{}, &excludedError{fmt.Errorf("build request: %w", err)}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", id)
+	req.Header.Set("User-Agent", "notiflow-dispatcher")
+	start := time.Now()
+	resp, err := w.client.Do(req)
+	if err != nil {
+		w.observe("error", start)
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		switch {
+		case ctx.Err() != nil:
+			return attemptResult{}, &excludedError{ctx.Err()}
+		case errors.Is(err, ErrForbiddenAddress):
+			return attemptResult{}, &excludedError{err}
+		case errors.Is(err, context.DeadlineExceeded):
+			return attemptResult{}, fmt.Errorf("POST %s: no answer within %s", redactURL(u.String()), w.opt.AttemptTimeout)
+		}
+		return attemptResult{}, fmt.Errorf("POST %s: %w", redactURL(u.String()), err)
+	}
+	_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
+	_ = resp.Body.Close()
+	res := attemptResult{code: resp.StatusCode}
+	w.observe(strconv.Itoa(resp.StatusCode/100)+"xx", start)
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
+		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+			res.retryAfter = time.Duration(s) * time.Second
+		}
+		return res, fmt.Errorf("webhook answered HTTP %d", resp.StatusCode)
+	}
+	return res, nil
+}
+
+func (w *Webhook) observe(outcome string, start time.Time) {
+	if w.opt.Latency != nil {
+		w.opt.Latency.WithLabelValues(outcome).Observe(time.Since(start).Seconds())
+	}
+}
+
+// redactURL drops the user info and query of a URL, which may carry
+// secrets, for error texts.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparseable url)"
+	}
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	return u.String()
+}

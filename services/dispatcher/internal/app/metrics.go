@@ -1,0 +1,53 @@
+package app
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the dispatcher's Prometheus collectors (the consumer
+// runtime registers its own). Adapters get the ones they feed.
+type Metrics struct {
+	Results        *prometheus.CounterVec // status, channel
+	Latency        prometheus.Histogram   // due -> dispatched
+	Duplicates     prometheus.Counter
+	RateLimited    prometheus.Counter
+	InflightWaits  prometheus.Counter
+	DepErrors      *prometheus.CounterVec // dependency, op
+	RedisBatch     prometheus.Histogram
+	WebhookLatency *prometheus.HistogramVec // outcome
+	CircuitState   *prometheus.GaugeVec     // endpoint
+}
+
+// NewMetrics creates the collectors and registers them with reg (nil:
+// not registered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	const ns, sub = "notiflow", "dispatcher"
+	m := &Metrics{
+		Results: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "results_total",
+			Help: "Results published, by status and channel."}, []string{"status", "channel"}),
+		Latency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "dispatch_latency_seconds",
+			Help:    "Time from a notification's due time to its result.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 20)}),
+		Duplicates: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "dedup_duplicates_total",
+			Help: "Records found already dispatched (not sent again)."}),
+		RateLimited: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "rate_limited_total",
+			Help: "Records over their recipient's rate limit (not sent)."}),
+		InflightWaits: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "inflight_waits_total",
+			Help: "Records that found another worker's in-flight claim and waited for it."}),
+		DepErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "dependency_errors_total",
+			Help: "Failed calls to Redis or Kafka that were waited out and retried."}, []string{"dependency", "op"}),
+		RedisBatch: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "redis_batch_commands",
+			Help:    "Commands per Redis pipeline sent by the auto-batcher.",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}}),
+		WebhookLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "webhook_request_seconds",
+			Help:    "Duration of one webhook request, by outcome (2xx, 4xx, 5xx, error).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}, []string{"outcome"}),
+		CircuitState: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "webhook_circuit_state",
+			Help: "Circuit breaker state per webhook endpoint: 0 closed, 1 half-open, 2 open."}, []string{"endpoint"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.Results, m.Latency, m.Duplicates, m.RateLimited, m.InflightWaits, m.DepErrors,
+			m.RedisBatch, m.WebhookLatency, m.CircuitState)
+	}
+	return m
+}

@@ -1,0 +1,275 @@
+// Package config is the dispatcher's configuration: every NOTIFLOW_*
+// variable it reads, with its default, and the checks that stop the process
+// at start when a value cannot work.
+package config
+
+import (
+	"errors"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+
+	libconfig "github.com/notiflow/notiflow/lib/config"
+	"github.com/notiflow/notiflow/lib/consume"
+	"github.com/notiflow/notiflow/lib/kafkax"
+)
+
+// Defaults, as named constants for code that builds a Config by hand
+// (tests, benchmarks); the `default` tags below say the same.
+const (
+	DefaultHTTPAddr         = ":8081"
+	DefaultGroup            = "notiflow-dispatcher"
+	DefaultWorkers          = 512
+	DefaultRedisPrefix      = "notiflow:"
+	DefaultInflightTTL      = 15 * time.Second
+	DefaultDedupTTL         = 7 * 24 * time.Hour
+	DefaultShutdownTimeout  = 20 * time.Second
+	DefaultDrainTimeout     = 15 * time.Second
+	DefaultWebhookTimeout   = 5 * time.Second
+	DefaultWebhookElapsed   = 2 * time.Minute
+	DefaultBreakerFailures  = 5
+	DefaultBreakerCooldown  = 10 * time.Second
+	DefaultSimLatency       = 2 * time.Millisecond
+	DefaultRedisBatch       = 256
+	DefaultRedisPipelines   = 2
+	DefaultRedisTimeout     = 2 * time.Second
+	DefaultRateWindow       = time.Minute
+	DefaultWebhookBackoff   = 200 * time.Millisecond
+	DefaultWebhookBackoffUp = 10 * time.Second
+)
+
+// Config is the dispatcher's configuration. Load it with Load, then call
+// Validate.
+type Config struct {
+	HTTPAddr        string        `env:"NOTIFLOW_HTTP_ADDR" default:":8081"`
+	LogLevel        string        `env:"NOTIFLOW_LOG_LEVEL" default:"info"`
+	ShutdownTimeout time.Duration `env:"NOTIFLOW_SHUTDOWN_TIMEOUT" default:"20s"`
+	// DrainTimeout bounds how long running records may take to finish at a
+	// rebalance or shutdown; below ShutdownTimeout and the rebalance timeout.
+	DrainTimeout time.Duration `env:"NOTIFLOW_DRAIN_TIMEOUT" default:"15s"`
+	// Pprof serves /debug/pprof/ on the HTTP address (off by default).
+	Pprof bool `env:"NOTIFLOW_PPROF" default:"false"`
+
+	// Consumer runtime.
+	Group                   string        `env:"NOTIFLOW_GROUP" default:"notiflow-dispatcher"`
+	Ordering                string        `env:"NOTIFLOW_ORDERING" default:"key"`
+	Workers                 int           `env:"NOTIFLOW_WORKERS" default:"512"`
+	MaxInFlight             int           `env:"NOTIFLOW_MAX_IN_FLIGHT" default:"10000"`
+	MaxInFlightPerPartition int           `env:"NOTIFLOW_MAX_IN_FLIGHT_PER_PARTITION" default:"2000"`
+	CommitInterval          time.Duration `env:"NOTIFLOW_COMMIT_INTERVAL" default:"200ms"`
+
+	// Redis: dedup markers, rate-limit counters, simulated-send counts.
+	RedisAddr     string `env:"NOTIFLOW_REDIS_ADDR" default:"127.0.0.1:6379"`
+	RedisPassword string `env:"NOTIFLOW_REDIS_PASSWORD"`
+	// RedisPrefix starts every key the dispatcher writes.
+	RedisPrefix  string        `env:"NOTIFLOW_REDIS_PREFIX" default:"notiflow:"`
+	RedisTimeout time.Duration `env:"NOTIFLOW_REDIS_TIMEOUT" default:"2s"`
+	// RedisBatch is the most commands in one pipeline; RedisPipelines how
+	// many pipelines may be in flight at once.
+	RedisBatch     int `env:"NOTIFLOW_REDIS_BATCH" default:"256"`
+	RedisPipelines int `env:"NOTIFLOW_REDIS_PIPELINES" default:"2"`
+
+	// InflightTTL is the life of an in-flight claim (renewed while a send
+	// runs); DedupTTL how long a finished notification is remembered.
+	InflightTTL time.Duration `env:"NOTIFLOW_INFLIGHT_TTL" default:"15s"`
+	DedupTTL    time.Duration `env:"NOTIFLOW_DEDUP_TTL" default:"168h"`
+
+	// RateLimit is the most notifications per recipient per RateWindow;
+	// 0 turns rate limiting off.
+	RateLimit  int           `env:"NOTIFLOW_RATE_LIMIT" default:"0"`
+	RateWindow time.Duration `env:"NOTIFLOW_RATE_WINDOW" default:"1m"`
+
+	// TemplatesFile is a JSON object {"template id": "text/template text"}
+	// adding to or overriding the built-in templates.
+	TemplatesFile string `env:"NOTIFLOW_TEMPLATES_FILE"`
+
+	WebhookTimeout    time.Duration `env:"NOTIFLOW_WEBHOOK_TIMEOUT" default:"5s"`
+	WebhookMaxElapsed time.Duration `env:"NOTIFLOW_WEBHOOK_MAX_ELAPSED" default:"2m"`
+	WebhookBackoffMin time.Duration `env:"NOTIFLOW_WEBHOOK_BACKOFF_MIN" default:"200ms"`
+	WebhookBackoffMax time.Duration `env:"NOTIFLOW_WEBHOOK_BACKOFF_MAX" default:"10s"`
+	// WebhookAllow lists CIDRs and host names that may be called although
+	// they are loopback, private, link-local, ... addresses.
+	WebhookAllow           []string      `env:"NOTIFLOW_WEBHOOK_ALLOW"`
+	WebhookMaxConnsPerHost int           `env:"NOTIFLOW_WEBHOOK_MAX_CONNS_PER_HOST" default:"64"`
+	BreakerFailures        int           `env:"NOTIFLOW_BREAKER_FAILURES" default:"5"`
+	BreakerCooldown        time.Duration `env:"NOTIFLOW_BREAKER_COOLDOWN" default:"10s"`
+
+	SimLatency     time.Duration `env:"NOTIFLOW_SIM_LATENCY" default:"2ms"`
+	SimFailureRate float64       `env:"NOTIFLOW_SIM_FAILURE_RATE" default:"0"`
+
+	Kafka kafkax.Config
+}
+
+// Load reads the configuration from the process environment.
+func Load() (Config, error) { return LoadFrom(nil) }
+
+// LoadFrom reads the configuration from lookup (the process environment
+// when nil).
+func LoadFrom(lookup libconfig.Lookup) (Config, error) {
+	var c Config
+	var err error
+	if lookup == nil {
+		err = libconfig.Load(&c)
+	} else {
+		err = libconfig.LoadFrom(lookup, &c)
+	}
+	return c, err
+}
+
+// Vars lists the names of every variable the dispatcher reads.
+func Vars() []string { return libconfig.Vars(&Config{}) }
+
+// Validate returns every setting that cannot work, each error naming its
+// variable.
+func (c Config) Validate() error {
+	var errs []error
+	add := func(name, format string, args ...any) {
+		errs = append(errs, libconfig.Errorf(name, format, args...))
+	}
+	if c.HTTPAddr == "" {
+		add("NOTIFLOW_HTTP_ADDR", "must not be empty")
+	}
+	if c.ShutdownTimeout < 2*time.Second {
+		add("NOTIFLOW_SHUTDOWN_TIMEOUT", "must be at least 2s, got %s", c.ShutdownTimeout)
+	}
+	switch {
+	case c.DrainTimeout < 100*time.Millisecond:
+		add("NOTIFLOW_DRAIN_TIMEOUT", "must be at least 100ms, got %s", c.DrainTimeout)
+	case c.DrainTimeout >= c.ShutdownTimeout:
+		add("NOTIFLOW_DRAIN_TIMEOUT", "must be below NOTIFLOW_SHUTDOWN_TIMEOUT (%s), got %s", c.ShutdownTimeout, c.DrainTimeout)
+	case c.DrainTimeout >= consume.DefaultRebalanceTimeout:
+		add("NOTIFLOW_DRAIN_TIMEOUT", "must be below the rebalance timeout (%s), got %s", consume.DefaultRebalanceTimeout, c.DrainTimeout)
+	}
+	if c.Group == "" {
+		add("NOTIFLOW_GROUP", "must not be empty")
+	}
+	if _, err := consume.ParseOrdering(c.Ordering); err != nil {
+		add("NOTIFLOW_ORDERING", "%v", err)
+	}
+	if c.Workers < 1 || c.Workers > 10000 {
+		add("NOTIFLOW_WORKERS", "must be between 1 and 10000, got %d", c.Workers)
+	}
+	if c.MaxInFlight < 1 {
+		add("NOTIFLOW_MAX_IN_FLIGHT", "must be at least 1, got %d", c.MaxInFlight)
+	}
+	if c.MaxInFlightPerPartition < 1 {
+		add("NOTIFLOW_MAX_IN_FLIGHT_PER_PARTITION", "must be at least 1, got %d", c.MaxInFlightPerPartition)
+	}
+	if c.CommitInterval < 10*time.Millisecond {
+		add("NOTIFLOW_COMMIT_INTERVAL", "must be at least 10ms, got %s", c.CommitInterval)
+	}
+	if c.RedisAddr == "" {
+		add("NOTIFLOW_REDIS_ADDR", "must not be empty")
+	} else if _, _, err := net.SplitHostPort(c.RedisAddr); err != nil {
+		add("NOTIFLOW_REDIS_ADDR", "want host:port: %v", err)
+	}
+	if c.RedisTimeout < 10*time.Millisecond {
+		add("NOTIFLOW_REDIS_TIMEOUT", "must be at least 10ms, got %s", c.RedisTimeout)
+	}
+	if c.RedisBatch < 1 || c.RedisBatch > 10000 {
+		add("NOTIFLOW_REDIS_BATCH", "must be between 1 and 10000, got %d", c.RedisBatch)
+	}
+	if c.RedisPipelines < 1 || c.RedisPipelines > 64 {
+		add("NOTIFLOW_REDIS_PIPELINES", "must be between 1 and 64, got %d", c.RedisPipelines)
+	}
+	if c.InflightTTL < time.Second {
+		add("NOTIFLOW_INFLIGHT_TTL", "must be at least 1s, got %s", c.InflightTTL)
+	}
+	if c.DedupTTL < time.Minute {
+		add("NOTIFLOW_DEDUP_TTL", "must be at least 1m, got %s", c.DedupTTL)
+	}
+	if c.RateLimit < 0 {
+		add("NOTIFLOW_RATE_LIMIT", "must not be negative, got %d", c.RateLimit)
+	}
+	if c.RateLimit > 0 && c.RateWindow < time.Millisecond {
+		add("NOTIFLOW_RATE_WINDOW", "must be at least 1ms when NOTIFLOW_RATE_LIMIT is set, got %s", c.RateWindow)
+	}
+	if c.WebhookTimeout < 10*time.Millisecond {
+		add("NOTIFLOW_WEBHOOK_TIMEOUT", "must be at least 10ms, got %s", c.WebhookTimeout)
+	}
+	if c.WebhookMaxElapsed < c.WebhookTimeout {
+		add("NOTIFLOW_WEBHOOK_MAX_ELAPSED", "must be at least NOTIFLOW_WEBHOOK_TIMEOUT (%s), got %s", c.WebhookTimeout, c.WebhookMaxElapsed)
+	}
+	if c.WebhookBackoffMin < time.Millisecond || c.WebhookBackoffMax < c.WebhookBackoffMin {
+		add("NOTIFLOW_WEBHOOK_BACKOFF_MIN", "must be at least 1ms and not above NOTIFLOW_WEBHOOK_BACKOFF_MAX, got %s and %s", c.WebhookBackoffMin, c.WebhookBackoffMax)
+	}
+	for _, a := range c.WebhookAllow {
+		if !validAllowEntry(a) {
+			add("NOTIFLOW_WEBHOOK_ALLOW", "%q is neither a CIDR (10.1.0.0/16), an IP address nor a host name", a)
+		}
+	}
+	if c.WebhookMaxConnsPerHost < 1 {
+		add("NOTIFLOW_WEBHOOK_MAX_CONNS_PER_HOST", "must be at least 1, got %d", c.WebhookMaxConnsPerHost)
+	}
+	if c.BreakerFailures < 1 {
+		add("NOTIFLOW_BREAKER_FAILURES", "must be at least 1, got %d", c.BreakerFailures)
+	}
+	if c.BreakerCooldown < 10*time.Millisecond {
+		add("NOTIFLOW_BREAKER_COOLDOWN", "must be at least 10ms, got %s", c.BreakerCooldown)
+	}
+	if c.SimLatency < 0 {
+		add("NOTIFLOW_SIM_LATENCY", "must not be negative, got %s", c.SimLatency)
+	}
+	if c.SimFailureRate < 0 || c.SimFailureRate > 1 {
+		add("NOTIFLOW_SIM_FAILURE_RATE", "must be between 0 and 1, got %g", c.SimFailureRate)
+	}
+	if err := c.Kafka.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func validAllowEntry(s string) bool {
+	if strings.Contains(s, "/") {
+		_, err := netip.ParsePrefix(s)
+		return err == nil
+	}
+	if _, err := netip.ParseAddr(s); err == nil {
+		return true
+	}
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for _, r := range s {
+		if !(r == '.' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// OrderingMode is the parsed NOTIFLOW_ORDERING (call after Validate).
+func (c Config) OrderingMode() consume.Ordering {
+	o, _ := consume.ParseOrdering(c.Ordering)
+	return o
+}
+
+// LogValue is what a log line shows of c: the Redis password is left out.
+func (c Config) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("http_addr", c.HTTPAddr),
+		slog.String("group", c.Group),
+		slog.String("ordering", c.Ordering),
+		slog.Int("workers", c.Workers),
+		slog.Int("max_in_flight", c.MaxInFlight),
+		slog.String("redis_addr", c.RedisAddr),
+		slog.Bool("redis_auth", c.RedisPassword != ""),
+		slog.String("redis_prefix", c.RedisPrefix),
+		slog.Duration("inflight_ttl", c.InflightTTL),
+		slog.Duration("dedup_ttl", c.DedupTTL),
+		slog.Int("rate_limit", c.RateLimit),
+		slog.Duration("rate_window", c.RateWindow),
+		slog.String("templates_file", c.TemplatesFile),
+		slog.Any("webhook_allow", c.WebhookAllow),
+		slog.Duration("sim_latency", c.SimLatency),
+		slog.Float64("sim_failure_rate", c.SimFailureRate),
+		slog.Any("kafka_brokers", c.Kafka.Brokers),
+		slog.String("topic_due", c.Kafka.TopicDue),
+		slog.String("topic_dispatched", c.Kafka.TopicDispatched),
+		slog.String("topic_dlq", c.Kafka.TopicDLQ),
+		slog.Duration("shutdown_timeout", c.ShutdownTimeout),
+		slog.Duration("drain_timeout", c.DrainTimeout),
+	)
+}

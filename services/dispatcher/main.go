@@ -1,0 +1,53 @@
+// Command dispatcher is notiflow's dispatcher: it consumes due
+// notifications, deduplicates and rate-limits them in Redis, delivers them
+// (webhook, inbox, sim) and publishes one result per notification.
+// Configuration and behaviour: README.md.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/notiflow/notiflow/lib/obs"
+	"github.com/notiflow/notiflow/services/dispatcher/internal/config"
+	"github.com/notiflow/notiflow/services/dispatcher/internal/service"
+)
+
+func main() {
+	cfg, err := config.Load()
+	if err == nil {
+		err = cfg.Validate()
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "dispatcher: invalid configuration:\n%v\n", err)
+		os.Exit(2)
+	}
+	log, err := obs.NewLogger(os.Stdout, "dispatcher", cfg.LogLevel)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "dispatcher: NOTIFLOW_LOG_LEVEL: %v\n", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err = run(ctx, cfg, log)
+	stop()
+	if err != nil {
+		log.Error("dispatcher failed", "err", err)
+		os.Exit(1)
+	}
+	log.Info("dispatcher stopped")
+}
+
+// run builds the dispatcher and runs it until ctx ends (see service.Run
+// for the shutdown order).
+func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	log.Info("dispatcher starting", "config", cfg)
+	svc, err := service.New(ctx, cfg, log, nil)
+	if err != nil {
+		return err
+	}
+	return svc.Run(ctx, nil)
+}
