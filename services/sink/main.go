@@ -72,7 +72,7 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 	if err := store.Migrate(ctx); err != nil {
 		return err
 	}
-	if err := kafkax.EnsureTopics(ctx, cfg.Kafka.Brokers, cfg.Kafka.Topics()...); err != nil {
+	if err := kafkax.EnsureTopics(ctx, cfg.Kafka.Brokers, sinkTopics(cfg.Kafka)...); err != nil {
 		return fmt.Errorf("ensure kafka topics: %w", err)
 	}
 	writer := kafkax.NewWriter(cfg.Kafka.Brokers, kafkax.WriterOptions{
@@ -124,10 +124,24 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 		return nil
 	})
 	g.Go(func() error {
-		defer stopHTTP() // 3. after the consumer drained
+		defer stopHTTP()          // 3. after the consumer drained
 		return consumer.Run(gctx) // 2.
 	})
 	g.Go(func() error { return obs.Serve(httpCtx, cfg.HTTPAddr, mux, cfg.ShutdownTimeout) })
 	log.Info("sink started", "http_addr", cfg.HTTPAddr, "naive", cfg.Naive)
 	return g.Wait()
+}
+
+// sinkTopics are the topics the sink reads and writes (results and dead
+// letters), each once.
+func sinkTopics(kc kafkax.Config) []kafka.TopicConfig {
+	var out []kafka.TopicConfig
+	seen := map[string]bool{}
+	for _, t := range kc.Topics() {
+		if (t.Topic == kc.TopicDispatched || t.Topic == kc.TopicDLQ) && !seen[t.Topic] {
+			seen[t.Topic] = true
+			out = append(out, t)
+		}
+	}
+	return out
 }
