@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/segmentio/kafka-go"
@@ -29,8 +30,13 @@ type env struct {
 	topic    string // results
 	dlqTopic string
 	dsn      string
-	db       *sql.DB
-	runID    string
+	dbName   string
+	// db is a pool without a default database (queries name it), so that
+	// a fault test can kill the sink's connections (DB = dbName) and only
+	// those.
+	db    *sql.DB
+	table string // `dbName`.notifications
+	runID string
 }
 
 func newEnv(tb testing.TB, partitions int) *env {
@@ -43,7 +49,14 @@ func newEnv(tb testing.TB, partitions int) *env {
 		dsn:      testkit.MySQLDSN(tb),
 		runID:    testkit.ID("run"),
 	}
-	db, err := sql.Open("mysql", e.dsn)
+	mc, err := mysql.ParseDSN(e.dsn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	e.dbName = mc.DBName
+	e.table = "`" + mc.DBName + "`.notifications"
+	mc.DBName = ""
+	db, err := sql.Open("mysql", mc.FormatDSN())
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -245,7 +258,7 @@ func (e *env) rows(tb testing.TB) int {
 
 func (e *env) count() (int, error) {
 	var n int
-	err := e.db.QueryRow(`SELECT COUNT(*) FROM notifications`).Scan(&n)
+	err := e.db.QueryRow(`SELECT COUNT(*) FROM ` + e.table).Scan(&n)
 	return n, err
 }
 

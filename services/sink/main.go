@@ -63,6 +63,7 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 	log.Info("sink starting", "config", cfg)
 	health := obs.NewHealth()
 	metrics := app.NewMetrics(reg)
+	adapters.SetDriverLogger(log)
 
 	store, err := adapters.Open(ctx, cfg.MySQLDSN, adapters.Options{MaxConns: cfg.FlushConcurrency + 1})
 	if err != nil {

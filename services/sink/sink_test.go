@@ -22,7 +22,7 @@ type rowState struct {
 func (e *env) row(t *testing.T, id string) rowState {
 	t.Helper()
 	var s rowState
-	if err := e.db.QueryRow(`SELECT status, attempts, duplicates FROM notifications WHERE notification_id = ?`, id).
+	if err := e.db.QueryRow(`SELECT status, attempts, duplicates FROM `+e.table+` WHERE notification_id = ?`, id).
 		Scan(&s.status, &s.attempts, &s.duplicates); err != nil {
 		t.Fatalf("row %s: %v", id, err)
 	}
@@ -74,7 +74,7 @@ func TestEveryResultTwiceGivesOneRowEach(t *testing.T) {
 		t.Errorf("duplicate alone: %+v, want its original status delivered", got)
 	}
 	var wrong int
-	if err := e.db.QueryRow(`SELECT COUNT(*) FROM notifications WHERE status <> 'delivered' OR run_id <> ? OR body = ''`, e.runID).Scan(&wrong); err != nil || wrong != 0 {
+	if err := e.db.QueryRow(`SELECT COUNT(*) FROM `+e.table+` WHERE status <> 'delivered' OR run_id <> ? OR body = ''`, e.runID).Scan(&wrong); err != nil || wrong != 0 {
 		t.Fatalf("%d rows with a wrong status, run or body (%v)", wrong, err)
 	}
 }

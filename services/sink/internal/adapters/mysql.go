@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -240,3 +241,13 @@ func classify(err error) error {
 
 // IsRejected reports whether err says the data itself was refused.
 func IsRejected(err error) bool { return errors.Is(err, domain.ErrRejected) }
+
+// SetDriverLogger sends the MySQL driver's own messages (e.g. "closing bad
+// idle connection") to log at warn level instead of unstructured stderr.
+func SetDriverLogger(log *slog.Logger) {
+	_ = mysql.SetLogger(driverLogger{log})
+}
+
+type driverLogger struct{ log *slog.Logger }
+
+func (l driverLogger) Print(v ...any) { l.log.Warn("mysql driver", "msg", fmt.Sprint(v...)) }
