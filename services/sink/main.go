@@ -39,6 +39,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "sink: NOTIFLOW_LOG_LEVEL: %v\n", err)
 		os.Exit(2)
 	}
+	adapters.SetDriverLogger(log) // process-wide, so set once here
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	err = run(ctx, cfg, log, obs.NewRegistry())
 	stop()
@@ -63,7 +64,6 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 	log.Info("sink starting", "config", cfg)
 	health := obs.NewHealth()
 	metrics := app.NewMetrics(reg)
-	adapters.SetDriverLogger(log)
 
 	store, err := adapters.Open(ctx, cfg.MySQLDSN, adapters.Options{MaxConns: cfg.FlushConcurrency + 1})
 	if err != nil {
