@@ -70,6 +70,11 @@ func (b *Batcher) Run(ctx context.Context) error {
 // error is only about the call itself; command errors (including a lost
 // connection) are on the commands.
 func (b *Batcher) Do(ctx context.Context, cmds ...redis.Cmder) error {
+	select {
+	case <-b.stopped:
+		return ErrBatcherClosed
+	default:
+	}
 	c := b.pool.Get().(*call)
 	c.cmds = cmds
 	select {
@@ -92,6 +97,14 @@ func (b *Batcher) Do(ctx context.Context, cmds ...redis.Cmder) error {
 		// c stays with the flusher, which answers into its buffered
 		// channel; it is not reused.
 		return ctx.Err()
+	case <-b.stopped:
+		// Every flusher has returned; one that took c answered before.
+		select {
+		case <-c.done:
+			return nil
+		default:
+			return ErrBatcherClosed
+		}
 	}
 }
 

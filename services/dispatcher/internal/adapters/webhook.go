@@ -254,3 +254,15 @@ func redactURL(raw string) string {
 	u.User, u.RawQuery, u.Fragment = nil, "", ""
 	return u.String()
 }
+
+// CircuitState returns the state ("closed", "half-open", "open") of the
+// breaker of endpoint (scheme://host:port), or "" when there is none yet.
+func (w *Webhook) CircuitState(endpoint string) string {
+	w.breakers.mu.Lock()
+	cb := w.breakers.m[endpoint]
+	w.breakers.mu.Unlock()
+	if cb == nil {
+		return ""
+	}
+	return cb.State().String()
+}

@@ -1,0 +1,215 @@
+package adapters
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/notiflow/notiflow/lib/testkit"
+	"github.com/notiflow/notiflow/services/dispatcher/internal/domain"
+	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
+)
+
+func testStore(t *testing.T, opt StoreOptions) (*Store, *redis.Client, prometheus.Histogram) {
+	t.Helper()
+	rdb, prefix := testkit.Redis(t)
+	size := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "size", Buckets: []float64{1, 2, 8, 64}})
+	b := NewBatcher(rdb, 64, 2, 2*time.Second, size)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = b.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	opt.Prefix = prefix
+	if opt.InflightTTL == 0 {
+		opt.InflightTTL = 10 * time.Second
+	}
+	if opt.DoneTTL == 0 {
+		opt.DoneTTL = time.Hour
+	}
+	return NewStore(rdb, b, opt), rdb, size
+}
+
+func TestStoreClaimStates(t *testing.T) {
+	t.Parallel()
+	s, rdb, _ := testStore(t, StoreOptions{InflightTTL: 3 * time.Second})
+	ctx := context.Background()
+	now := time.Now()
+	claim := func(id, token string) domain.Claim {
+		t.Helper()
+		c, err := s.Claim(ctx, id, "rcp", token, now)
+		if err != nil {
+			t.Fatalf("Claim(%s, %s): %v", id, token, err)
+		}
+		return c
+	}
+	if c := claim("n1", "t1"); c.State != domain.Claimed {
+		t.Fatalf("first claim: %+v", c)
+	}
+	if c := claim("n1", "t1"); c.State != domain.Claimed {
+		t.Fatalf("same token again: %+v, want claimed (a retried call is idempotent)", c)
+	}
+	if c := claim("n1", "t2"); c.State != domain.Busy || c.Owner != "t1" {
+		t.Fatalf("other token: %+v, want busy, owner t1", c)
+	}
+	ttl := rdb.PTTL(ctx, s.dedupKey("n1")).Val()
+	if ttl <= 0 || ttl > 3*time.Second {
+		t.Fatalf("in-flight TTL %s, want at most 3s", ttl)
+	}
+	if err := s.Extend(ctx, "n1", "t1"); err != nil {
+		t.Fatalf("Extend: %v", err)
+	}
+	if err := s.Extend(ctx, "n1", "t2"); !errors.Is(err, domain.ErrClaimLost) {
+		t.Fatalf("Extend by a non-owner: %v, want ErrClaimLost", err)
+	}
+	out := domain.Outcome{Status: notiflowv1.Status_STATUS_DELIVERED, Attempts: 2, ProviderCode: 201}
+	if err := s.MarkDone(ctx, "n1", out); err != nil {
+		t.Fatalf("MarkDone: %v", err)
+	}
+	c := claim("n1", "t3")
+	if c.State != domain.Duplicate || c.Previous.Status != out.Status || c.Previous.Attempts != 2 || c.Previous.ProviderCode != 201 {
+		t.Fatalf("after done: %+v, want duplicate remembering the outcome", c)
+	}
+	if ttl := rdb.PTTL(ctx, s.dedupKey("n1")).Val(); ttl < 59*time.Minute {
+		t.Fatalf("done TTL %s, want the dedup TTL", ttl)
+	}
+
+	// Release only drops our own claim.
+	claim("n2", "t1")
+	if err := s.Release(ctx, "n2", "t2"); err != nil {
+		t.Fatalf("Release by a non-owner: %v", err)
+	}
+	if c := claim("n2", "t2"); c.State != domain.Busy {
+		t.Fatalf("after a foreign release: %+v, want still busy", c)
+	}
+	if err := s.Release(ctx, "n2", "t1"); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if c := claim("n2", "t2"); c.State != domain.Claimed {
+		t.Fatalf("after release: %+v, want claimable", c)
+	}
+
+	// An unreadable marker is reported, not waited on.
+	rdb.Set(ctx, s.dedupKey("n3"), "garbage", time.Minute)
+	if _, err := s.Claim(ctx, "n3", "rcp", "t1", now); !errors.Is(err, domain.ErrBadMarker) {
+		t.Fatalf("garbage marker: %v, want ErrBadMarker", err)
+	}
+}
+
+func TestStoreRateLimitFixedWindow(t *testing.T) {
+	t.Parallel()
+	s, _, _ := testStore(t, StoreOptions{RateLimit: 2, RateWindow: time.Hour})
+	ctx := context.Background()
+	now := time.Now()
+	var got []domain.ClaimState
+	for i := range 4 {
+		c, err := s.Claim(ctx, fmt.Sprintf("n%d", i), "alice", "t", now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, c.State)
+	}
+	want := []domain.ClaimState{domain.Claimed, domain.Claimed, domain.RateLimited, domain.RateLimited}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("states %v, want %v", got, want)
+	}
+	// A rate-limited notification is remembered: its redelivery is a
+	// duplicate of the rate-limited outcome, not judged again.
+	c, _ := s.Claim(ctx, "n2", "alice", "t9", now)
+	if c.State != domain.Duplicate || c.Previous.Status != notiflowv1.Status_STATUS_RATE_LIMITED {
+		t.Fatalf("redelivered rate-limited record: %+v", c)
+	}
+	// Another recipient has its own budget; the next window starts fresh.
+	if c, _ := s.Claim(ctx, "b1", "bob", "t", now); c.State != domain.Claimed {
+		t.Fatalf("bob: %+v", c)
+	}
+	if c, _ := s.Claim(ctx, "n5", "alice", "t", now.Add(time.Hour)); c.State != domain.Claimed {
+		t.Fatalf("next window: %+v", c)
+	}
+}
+
+// Concurrent callers share pipelines, and each gets its own reply.
+func TestBatcherSharesPipelines(t *testing.T) {
+	t.Parallel()
+	s, rdb, size := testStore(t, StoreOptions{})
+	ctx := context.Background()
+	const callers = 200
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for i := range callers {
+		wg.Go(func() {
+			key := s.opt.Prefix + fmt.Sprintf("k%d", i)
+			set := redis.NewStatusCmd(ctx, "set", key, i)
+			get := redis.NewStringCmd(ctx, "get", key)
+			if err := s.b.Do(ctx, set, get); err != nil {
+				errs <- err
+				return
+			}
+			if get.Val() != fmt.Sprint(i) {
+				errs <- fmt.Errorf("caller %d got %q", i, get.Val())
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	n := testutil.CollectAndCount(size)
+	sum := histogramSum(t, size)
+	if n == 0 || sum != 2*callers {
+		t.Fatalf("pipelines observed: %d, commands %v; want %d commands", n, sum, 2*callers)
+	}
+	if pipelines := histogramCount(t, size); pipelines >= callers {
+		t.Fatalf("%d pipelines for %d concurrent callers: nothing was batched", pipelines, callers)
+	}
+	_ = rdb
+}
+
+func TestSimSendsCounted(t *testing.T) {
+	t.Parallel()
+	s, rdb, _ := testStore(t, StoreOptions{})
+	ctx := context.Background()
+	for range 2 {
+		if err := s.RecordSimSend(ctx, "run1", "7:123"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := SimSendsKey(s.opt.Prefix, "run1")
+	if v := rdb.HGet(ctx, key, "7:123").Val(); v != "2" {
+		t.Fatalf("count %q, want 2", v)
+	}
+	if ttl := rdb.TTL(ctx, key).Val(); ttl < 23*time.Hour {
+		t.Fatalf("TTL %s, want a day", ttl)
+	}
+}
+
+// When Redis is gone the batcher fails the commands promptly (no hang)
+// and stops cleanly.
+func TestBatcherRedisDown(t *testing.T) {
+	t.Parallel()
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	defer rdb.Close()
+	b := NewBatcher(rdb, 16, 1, time.Second, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = b.Run(ctx); close(done) }()
+	cmd := redis.NewStatusCmd(context.Background(), "ping")
+	if err := b.Do(context.Background(), cmd); err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+	if cmd.Err() == nil {
+		t.Fatal("ping through a closed port succeeded")
+	}
+	cancel()
+	<-done
+	if err := b.Do(context.Background(), redis.NewStatusCmd(context.Background(), "ping")); !errors.Is(err, ErrBatcherClosed) {
+		t.Fatalf("Do after stop: %v, want ErrBatcherClosed", err)
+	}
+}
