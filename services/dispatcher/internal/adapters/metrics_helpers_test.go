@@ -16,7 +16,9 @@ func histogram(t *testing.T, h prometheus.Histogram) *dto.Histogram {
 	return m.GetHistogram()
 }
 
-func histogramSum(t *testing.T, h prometheus.Histogram) float64 { return histogram(t, h).GetSampleSum() }
+func histogramSum(t *testing.T, h prometheus.Histogram) float64 {
+	return histogram(t, h).GetSampleSum()
+}
 
 func histogramCount(t *testing.T, h prometheus.Histogram) uint64 {
 	return histogram(t, h).GetSampleCount()

@@ -13,8 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/notiflow/notiflow/lib/testkit"
-	"github.com/notiflow/notiflow/services/dispatcher/internal/domain"
 	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
+	"github.com/notiflow/notiflow/services/dispatcher/internal/domain"
 )
 
 func testStore(t *testing.T, opt StoreOptions) (*Store, *redis.Client, prometheus.Histogram) {

@@ -12,8 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/notiflow/notiflow/lib/testkit"
-	"github.com/notiflow/notiflow/services/dispatcher/internal/dispatchtest"
 	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
+	"github.com/notiflow/notiflow/services/dispatcher/internal/dispatchtest"
 )
 
 func testWebhook(t *testing.T, mutate func(*WebhookOptions)) (*Webhook, *prometheus.GaugeVec) {

@@ -9,9 +9,9 @@ import (
 
 	"github.com/notiflow/notiflow/lib/kafkax"
 	"github.com/notiflow/notiflow/lib/testkit"
+	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
 	"github.com/notiflow/notiflow/services/dispatcher/internal/config"
 	"github.com/notiflow/notiflow/services/dispatcher/internal/dispatchtest"
-	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
 )
 
 const (

@@ -12,9 +12,9 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/notiflow/notiflow/lib/testkit"
+	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
 	"github.com/notiflow/notiflow/services/dispatcher/internal/config"
 	"github.com/notiflow/notiflow/services/dispatcher/internal/dispatchtest"
-	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
 )
 
 // env is one test's dispatcher setup: its own topics, group and Redis

@@ -9,9 +9,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/notiflow/notiflow/lib/testkit"
+	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
 	"github.com/notiflow/notiflow/services/dispatcher/internal/config"
 	"github.com/notiflow/notiflow/services/dispatcher/internal/dispatchtest"
-	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
 )
 
 // metricSum sums every series of the metric family name in s's registry.
