@@ -4,7 +4,7 @@
 
 SHELL := /bin/bash
 GO ?= go
-MODULES := lib proto services/scheduler services/dispatcher services/sink bench
+MODULES := lib proto services/scheduler services/dispatcher services/sink bench deploy
 STATICCHECK_VERSION := v0.8.2
 TEST_FLAGS ?= -race -count=1 -timeout 20m
 TEST_ENV = NOTIFLOW_TEST_KAFKA=127.0.0.1:9092 \
