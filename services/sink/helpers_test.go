@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -193,7 +196,7 @@ var t0 = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 func (e *env) result(i int) *notiflowv1.NotificationDispatched {
 	due := t0.Add(time.Duration(i) * time.Millisecond)
 	return &notiflowv1.NotificationDispatched{
-		NotificationId: fmt.Sprintf("%s-%07d", e.runID, i),
+		NotificationId: notificationID(e.runID, i),
 		TargetId:       uint64(1000 + i),
 		OccurrenceAtUs: due.UnixMicro(),
 		RecipientId:    fmt.Sprintf("user-%05d", i%500),
@@ -341,4 +344,13 @@ func (e *env) deadLetters(tb testing.TB, want int, timeout time.Duration) []kafk
 		out = append(out, m)
 	}
 	return out
+}
+
+// notificationID is a UUID-shaped id derived from the run and i by
+// hashing, like the scheduler's (random order in the unique index, as in
+// production).
+func notificationID(runID string, i int) string {
+	sum := sha256.Sum256([]byte(runID + "/" + strconv.Itoa(i)))
+	h := hex.EncodeToString(sum[:16])
+	return h[0:8] + "-" + h[8:12] + "-8" + h[13:16] + "-" + h[16:20] + "-" + h[20:32]
 }
