@@ -66,6 +66,7 @@ const (
 	DefaultBatchIdle               = time.Second
 	DefaultBatchMaxAge             = 3 * time.Second
 	DefaultBatchConcurrency        = 1
+	DefaultMaxValueBytes           = 1_000_000
 	DefaultFetchMaxBytes           = 4 << 20
 	DefaultFetchMaxWait            = 250 * time.Millisecond
 	DefaultSessionTimeout          = 10 * time.Second
@@ -125,6 +126,11 @@ type Config struct {
 	// BatchConcurrency is how many batches may be handled at once.
 	BatchConcurrency int
 
+	// MaxValueBytes is the largest value handed to the decoder; a larger
+	// one is dead lettered as oversized. Default 1,000,000 (Kafka's own
+	// default message limit).
+	MaxValueBytes int
+
 	FetchMaxBytes     int
 	FetchMaxWait      time.Duration
 	SessionTimeout    time.Duration
@@ -152,6 +158,7 @@ func (c *Config) setDefaults() {
 	setDefault(&c.BatchIdle, DefaultBatchIdle)
 	setDefault(&c.BatchMaxAge, DefaultBatchMaxAge)
 	setDefault(&c.BatchConcurrency, DefaultBatchConcurrency)
+	setDefault(&c.MaxValueBytes, DefaultMaxValueBytes)
 	setDefault(&c.FetchMaxBytes, DefaultFetchMaxBytes)
 	setDefault(&c.FetchMaxWait, DefaultFetchMaxWait)
 	setDefault(&c.SessionTimeout, DefaultSessionTimeout)

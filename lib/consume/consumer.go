@@ -15,6 +15,9 @@ import (
 	"github.com/notiflow/notiflow/lib/kafkax"
 )
 
+// ErrOversized is the dead-letter reason of a value over MaxValueBytes.
+var ErrOversized = errors.New("value over the size limit")
+
 // Record is one consumed record and its decoded value.
 type Record[T any] struct {
 	Msg   kafka.Message
@@ -350,7 +353,9 @@ func (g *generation[T]) fetchLoop(ctx context.Context, p *partition, start int64
 			g.complete(j)
 			continue
 		}
-		if err := kafkax.CheckSchema(msg.Headers); err != nil {
+		if len(msg.Value) > c.cfg.MaxValueBytes {
+			j.err = fmt.Errorf("%w: %d bytes, limit %d", ErrOversized, len(msg.Value), c.cfg.MaxValueBytes)
+		} else if err := kafkax.CheckSchema(msg.Headers); err != nil {
 			j.err = err
 		} else if j.rec.Value, err = c.decode(&j.rec.Msg); err != nil {
 			j.err = fmt.Errorf("decode value: %w", err)

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -339,7 +340,8 @@ func TestDeadLetterAndSkip(t *testing.T) {
 		{Key: []byte("d"), Value: []byte("d|0|permanent")}, // permanent: dead lettered at once
 		{Key: []byte("e"), Value: nil},                     // tombstone: skipped
 		{Key: []byte("f"), Value: []byte("f|0|"), Headers: []kafka.Header{{Key: kafkax.HeaderSchemaVersion, Value: []byte("9")}}}, // unknown schema
-		{Key: []byte("a"), Value: []byte("a|1|")}, // ok
+		{Key: []byte("g"), Value: []byte("g|0|" + strings.Repeat("x", 2000))},                                                     // over MaxValueBytes
+		{Key: []byte("a"), Value: []byte("a|1|")},                                                                                 // ok
 	}
 	for i := range msgs {
 		msgs[i].Topic = topic
@@ -351,6 +353,7 @@ func TestDeadLetterAndSkip(t *testing.T) {
 	var attemptsC, attemptsD, ok atomic.Int64
 	cfg := baseConfig(t, brokers, topic)
 	cfg.MaxAttempts = 3
+	cfg.MaxValueBytes = 1024
 	cfg.DLQ = kafkax.NewDeadLetter(w, dlqTopic, "test-svc")
 	c, err := New(cfg, decodeSeq, HandlerFunc[seqRec](func(ctx context.Context, r *Record[seqRec]) error {
 		switch r.Value.key {
@@ -385,6 +388,7 @@ func TestDeadLetterAndSkip(t *testing.T) {
 		"c": {"provider down", "3", "2"},
 		"d": {"unknown template", "1", "3"},
 		"f": {"unknown schema version", "0", "5"},
+		"g": {"value over the size limit", "0", "6"},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
