@@ -228,3 +228,52 @@ func copyTree(t *testing.T, src, dst string) {
 		t.Fatalf("copy %s: %v", src, err)
 	}
 }
+
+// TestDockerignore: the build context sends what the Dockerfiles COPY and
+// nothing of .deps/, .git or .env (Docker's rule: the last pattern that
+// matches a path, or one of its parents, decides).
+func TestDockerignore(t *testing.T) {
+	root := repoRoot(t)
+	b, err := os.ReadFile(filepath.Join(root, ".dockerignore"))
+	if err != nil {
+		t.Fatalf(".dockerignore: %v (without it the whole repository, .deps/ included, is sent to the builder)", err)
+	}
+	var patterns []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			patterns = append(patterns, line)
+		}
+	}
+	excluded := func(path string) bool {
+		out := false
+		for _, p := range patterns {
+			neg := strings.HasPrefix(p, "!")
+			p = strings.TrimSuffix(strings.TrimPrefix(p, "!"), "/")
+			for q := path; q != "." && q != "/"; q = filepath.Dir(q) {
+				if ok, _ := filepath.Match(p, q); ok {
+					out = !neg
+					break
+				}
+			}
+		}
+		return out
+	}
+	for _, name := range services {
+		for _, in := range stages(parseDockerfile(t, filepath.Join(root, "services", name, "Dockerfile")))[0] {
+			if in.cmd != "COPY" {
+				continue
+			}
+			fields := strings.Fields(in.args)
+			for _, src := range fields[:len(fields)-1] {
+				if !strings.HasPrefix(src, "--") && excluded(strings.TrimSuffix(src, "/")) {
+					t.Errorf("services/%s/Dockerfile: COPY %s, but .dockerignore excludes it", name, src)
+				}
+			}
+		}
+	}
+	for _, p := range []string{".deps/kafka/data", ".git", ".env", "bin/scheduler", "bench/results"} {
+		if !excluded(p) {
+			t.Errorf(".dockerignore sends %s to the builder", p)
+		}
+	}
+}
