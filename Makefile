@@ -11,7 +11,7 @@ TEST_ENV = NOTIFLOW_TEST_KAFKA=127.0.0.1:9092 \
 	NOTIFLOW_TEST_MYSQL_DSN='notiflow:notiflow@tcp(127.0.0.1:3306)/notiflow?parseTime=true&loc=UTC' \
 	NOTIFLOW_TEST_REDIS=127.0.0.1:6379
 
-.PHONY: all deps deps-down deps-status build test lint proto proto-check bench bench-compare demo
+.PHONY: all deps deps-down deps-status build test lint proto proto-check bench bench-compare demo test-chaos
 
 # Benchmark knobs: make bench NOTIFICATIONS=20000 DISPATCHERS=3 ORDERING=partition
 NOTIFICATIONS ?= 100000
@@ -82,3 +82,7 @@ bench-compare:
 ## demo: deps + the three services + sample targets + a benchmark; Ctrl-C stops everything
 demo:
 	@cd bench && $(GO) run ./cmd/notiflow-bench demo $(BENCH_ARGS)
+
+## test-chaos: every fault-injection scenario against the running trio (bench/results/chaos-latest.json)
+test-chaos: deps
+	@cd bench && $(TEST_ENV) NOTIFLOW_CHAOS=all $(GO) test -count=1 -timeout 90m -run TestChaos -v ./chaos/ 2>&1 | grep -v '^=== '

@@ -1,0 +1,221 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/notiflow/notiflow/bench/harness"
+)
+
+// Scenario sizes: every scenario drives this many notifications to this
+// many recipients, due over spread.
+const (
+	notifications = 20_000
+	recipients    = 2_000
+	spread        = 10 * time.Second
+	lead          = 4 * time.Second
+)
+
+// scenario is one fault and when to inject it.
+type scenario struct {
+	id     int
+	name   string
+	layout layout
+	// inject runs during the run and returns when the fault is over (the
+	// recovery clock starts then); dlq is what must end on the DLQ.
+	inject func(t *testing.T, w *world) (dlq map[string]string)
+}
+
+var scenarios = []scenario{
+	{1, "kill-dispatcher", layout{2, 2}, func(t *testing.T, w *world) map[string]string {
+		must(t, w.waitPersisted(0.1+0.4*rand.Float64(), 2*time.Minute))
+		d := w.stack.Procs("dispatcher")[0]
+		d.Kill()
+		time.Sleep(time.Second)
+		must(t, d.Restart(context.Background()))
+		return nil
+	}},
+	{2, "kill-sink", layout{2, 2}, func(t *testing.T, w *world) map[string]string {
+		must(t, w.waitPersisted(0.1+0.4*rand.Float64(), 2*time.Minute))
+		s := w.stack.Procs("sink")[0]
+		s.Kill()
+		time.Sleep(time.Second)
+		must(t, s.Restart(context.Background()))
+		return nil
+	}},
+	{3, "kill-lock-holder", layout{2, 2}, func(t *testing.T, w *world) map[string]string {
+		for _, frac := range []float64{0.15, 0.55} { // mid-claim, then the new holder mid-relay
+			must(t, w.waitOutbox(frac, 2*time.Minute))
+			holder := w.lockHolder(t)
+			holder.Kill()
+			go func() { time.Sleep(2 * time.Second); _ = holder.Restart(context.Background()) }()
+		}
+		return nil
+	}},
+	{4, "three-schedulers", layout{3, 2}, func(t *testing.T, w *world) map[string]string {
+		must(t, w.waitPersisted(0.5, 2*time.Minute))
+		return nil
+	}},
+	{5, "mariadb-stopped-20s", layout{2, 2}, func(t *testing.T, w *world) map[string]string {
+		must(t, w.waitPersisted(0.2, 2*time.Minute))
+		w.outage("mariadb", 20*time.Second)
+		return nil
+	}},
+	{6, "redis-stopped-20s", layout{2, 2}, func(t *testing.T, w *world) map[string]string {
+		must(t, w.waitPersisted(0.2, 2*time.Minute))
+		w.outage("redis", 20*time.Second)
+		return nil
+	}},
+	{7, "kafka-restarted", layout{2, 2}, func(t *testing.T, w *world) map[string]string {
+		must(t, w.waitPersisted(0.2, 2*time.Minute))
+		w.outage("kafka", 0)
+		return nil
+	}},
+	{8, "receiver-503-30s", layout{2, 2}, func(t *testing.T, w *world) map[string]string {
+		must(t, w.waitPersisted(0.2, 2*time.Minute))
+		w.recv.SetFailing(true)
+		time.Sleep(30 * time.Second)
+		w.recv.SetFailing(false)
+		return nil
+	}},
+	{9, "poison-both-topics", layout{2, 2}, func(t *testing.T, w *world) map[string]string {
+		must(t, w.waitPersisted(0.2, 2*time.Minute))
+		return w.injectPoison(t)
+	}},
+	{10, "rolling-restart", layout{2, 2}, func(t *testing.T, w *world) map[string]string {
+		must(t, w.waitPersisted(0.1, 2*time.Minute))
+		for _, p := range w.stack.Procs("") {
+			if err := p.Term(30 * time.Second); err != nil {
+				t.Errorf("%s: graceful stop: %v", p.Name, err)
+			}
+			must(t, p.Restart(context.Background()))
+		}
+		return nil
+	}},
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// trimmed is the set that runs inside make test.
+var trimmed = map[int]bool{1: true, 2: true, 9: true}
+
+func TestChaos(t *testing.T) {
+	all := os.Getenv("NOTIFLOW_CHAOS") == "all"
+	var mu sync.Mutex
+	var results []outcome
+	for _, sc := range scenarios {
+		if !all && !trimmed[sc.id] {
+			continue
+		}
+		t.Run(fmt.Sprintf("%02d-%s", sc.id, sc.name), func(t *testing.T) {
+			w := newWorld(t, strings.ReplaceAll(sc.name, "-", "_"), sc.layout)
+			w.createTargets(notifications, recipients, lead, spread)
+			dlq := sc.inject(t, w)
+			faultOver := time.Now()
+			w.settle(4*time.Minute, 3*time.Second)
+			o := w.verify(fmt.Sprintf("%d %s", sc.id, sc.name), time.Since(faultOver), dlq)
+			mu.Lock()
+			results = append(results, o)
+			mu.Unlock()
+			b, _ := json.Marshal(o)
+			t.Logf("outcome: %s", b)
+			if !o.Pass {
+				t.Errorf("scenario failed: %v", o.Problems)
+			}
+		})
+	}
+	writeResults(t, results)
+}
+
+func writeResults(t *testing.T, results []outcome) {
+	if len(results) == 0 {
+		return
+	}
+	path := filepath.Join(repoRoot, "bench", "results", "chaos-latest.json")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Errorf("create results dir: %v", err)
+		return
+	}
+	b, _ := json.MarshalIndent(map[string]any{"time": time.Now().UTC(), "notifications": notifications, "scenarios": results}, "", "  ")
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		t.Errorf("write %s: %v", path, err)
+	}
+	fmt.Printf("%-26s %8s %9s %5s %10s %12s %11s %9s %5s\n", "scenario", "expected", "persisted", "lost", "duplicates", "out_of_order", "raw_repeats", "recovery", "pass")
+	for _, o := range results {
+		fmt.Printf("%-26s %8d %9d %5d %10d %12d %11d %8.1fs %5v\n", o.Scenario, o.Expected, o.Persisted, o.Lost, o.Duplicates, o.OutOfOrder, o.RawRepeats, o.RecoverySeconds, o.Pass)
+	}
+}
+
+// outage stops a shared dependency for d (0: restart at once) and starts
+// it again. Cleanup makes sure it runs again even when the test fails.
+func (w *world) outage(service string, d time.Duration) {
+	w.t.Cleanup(func() { w.depsScript("up") })
+	w.depsScript("stop", service)
+	time.Sleep(d)
+	w.depsScript("start", service)
+}
+
+// lockHolder finds the scheduler that holds the scan lock from its metrics.
+func (w *world) lockHolder(t *testing.T) *harness.Proc {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, p := range w.stack.Procs("scheduler") {
+			if p.Running() && metricValue(p.Addr, "scheduler_lock_held") == 1 {
+				return p
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatal("no scheduler reports holding the lock")
+	return nil
+}
+
+// injectPoison writes garbage, a tombstone, an unknown schema version and an
+// oversized value to both topics and returns the dead letters expected: the
+// tombstones are skipped, not dead lettered.
+func (w *world) injectPoison(t *testing.T) map[string]string {
+	t.Helper()
+	wr := &kafka.Writer{Addr: kafka.TCP(w.deps.Kafka), RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond, Balancer: &kafka.Murmur2Balancer{}}
+	defer wr.Close()
+	want := map[string]string{}
+	var msgs []kafka.Message
+	for _, topic := range []string{w.iso.TopicDue, w.iso.TopicDispatched} {
+		short := "due"
+		if topic == w.iso.TopicDispatched {
+			short = "dispatched"
+		}
+		msgs = append(msgs,
+			kafka.Message{Topic: topic, Key: []byte("poison-garbage-" + short), Value: []byte{0xff, 0x00, 0x13, 0x37, 0xde, 0xad}},
+			kafka.Message{Topic: topic, Key: []byte("poison-tombstone-" + short), Value: nil},
+			kafka.Message{Topic: topic, Key: []byte("poison-schema-" + short), Value: []byte{0x0a, 0x01, 0x78},
+				Headers: []kafka.Header{{Key: "schema-version", Value: []byte("99")}}},
+			kafka.Message{Topic: topic, Key: []byte("poison-oversized-" + short), Value: make([]byte, 1_000_500)},
+		)
+		want["poison-garbage-"+short] = "decode"
+		want["poison-schema-"+short] = "unknown schema version"
+		want["poison-oversized-"+short] = "size limit"
+	}
+	wr.BatchBytes = 2 << 20
+	for _, m := range msgs {
+		if err := wr.WriteMessages(context.Background(), m); err != nil {
+			t.Fatalf("write poison %s: %v", m.Key, err)
+		}
+	}
+	return want
+}
