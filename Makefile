@@ -85,4 +85,4 @@ demo:
 
 ## test-chaos: every fault-injection scenario against the running trio (bench/results/chaos-latest.json)
 test-chaos: deps
-	@cd bench && $(TEST_ENV) NOTIFLOW_CHAOS=all $(GO) test -count=1 -timeout 90m -run TestChaos -v ./chaos/ 2>&1 | grep -v '^=== '
+	@set -o pipefail; cd bench && $(TEST_ENV) NOTIFLOW_CHAOS=all $(GO) test -count=1 -timeout 90m -run TestChaos -v ./chaos/ 2>&1 | grep -v '^=== '
