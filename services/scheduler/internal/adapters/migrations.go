@@ -21,7 +21,7 @@ type migration struct {
 var migrations = []migration{
 	{
 		version: 1,
-		name:    "notification_targets and outbox",
+		name:    "notification_targets, outbox, relay cursor and claim lock",
 		stmts: []string{
 			`CREATE TABLE IF NOT EXISTS notification_targets (
 				id            BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
@@ -43,8 +43,10 @@ var migrations = []migration{
 				KEY idx_targets_due (status, next_run_at, id),
 				KEY idx_targets_run (run_id)
 			) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
-			// sequence is not a column: the outbox id is the per-recipient
-			// sequence (see Notification.Sequence).
+			// The outbox: one row per due occurrence, in claim order. The
+			// row id is the per-recipient sequence; event_id (the
+			// notification id) is derived from the unique (target_id,
+			// occurrence_at) and so unique with it.
 			`CREATE TABLE IF NOT EXISTS outbox (
 				id            BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
 				event_id      CHAR(36) CHARACTER SET ascii NOT NULL,
@@ -58,12 +60,25 @@ var migrations = []migration{
 				params        MEDIUMTEXT   NOT NULL,
 				run_id        VARCHAR(64)  NULL,
 				created_at    DATETIME(6)  NOT NULL,
-				published_at  DATETIME(6)  NULL,
 				PRIMARY KEY (id),
-				UNIQUE KEY uq_outbox_event (event_id),
-				UNIQUE KEY uq_outbox_occurrence (target_id, occurrence_at),
-				KEY idx_outbox_published (published_at, id)
+				UNIQUE KEY uq_outbox_occurrence (target_id, occurrence_at)
 			) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
+			// The relay's cursor: every outbox row with id <= published_id
+			// was acknowledged by Kafka. One row.
+			`CREATE TABLE IF NOT EXISTS outbox_relay (
+				id           TINYINT UNSIGNED NOT NULL,
+				published_id BIGINT UNSIGNED NOT NULL,
+				updated_at   DATETIME(6) NOT NULL,
+				PRIMARY KEY (id)
+			) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
+			`INSERT IGNORE INTO outbox_relay (id, published_id, updated_at) VALUES (1, 0, UTC_TIMESTAMP(6))`,
+			// Every claim transaction locks this row first, so outbox rows
+			// commit in id order whoever writes them (see ClaimDue).
+			`CREATE TABLE IF NOT EXISTS outbox_claim_lock (
+				id TINYINT UNSIGNED NOT NULL,
+				PRIMARY KEY (id)
+			) ENGINE=InnoDB`,
+			`INSERT IGNORE INTO outbox_claim_lock (id) VALUES (1)`,
 		},
 	},
 }

@@ -3,7 +3,6 @@ package adapters
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,12 +22,6 @@ func openStore(tb testing.TB) *MySQLStore {
 		tb.Fatalf("migrate: %v", err)
 	}
 	return s
-}
-
-var idSeq atomic.Int64
-
-func testID() string {
-	return fmt.Sprintf("00000000-0000-7000-8000-%012d", idSeq.Add(1))
 }
 
 func oneShot(tb testing.TB, rcpt string, due time.Time) domain.Target {
@@ -127,7 +120,7 @@ func TestClaimOneShotsAndRelayQueries(t *testing.T) {
 	if _, err := s.CreateTargets(ctx, in); err != nil {
 		t.Fatal(err)
 	}
-	planner := domain.Planner{Policy: domain.MissedPolicy{Collapse: true}, NewID: testID}
+	planner := domain.Planner{Policy: domain.MissedPolicy{Collapse: true}}
 	total := 0
 	for {
 		res, err := s.ClaimDue(ctx, now, 7, planner)
@@ -165,18 +158,28 @@ func TestClaimOneShotsAndRelayQueries(t *testing.T) {
 	if err != nil || len(rest) != 11 {
 		t.Fatalf("unpublished after cursor = %d, %v", len(rest), err)
 	}
-	ids := make([]uint64, len(first))
-	for i, n := range first {
-		ids[i] = n.Sequence
-	}
-	if err := s.MarkPublished(ctx, ids, now); err != nil {
+	if err := s.MarkPublished(ctx, first[len(first)-1].Sequence, now); err != nil {
 		t.Fatal(err)
+	}
+	if err := s.MarkPublished(ctx, first[0].Sequence, now); err != nil { // a late former holder
+		t.Fatal(err)
+	}
+	if upTo, err := s.PublishedUpTo(ctx); err != nil || upTo != first[len(first)-1].Sequence {
+		t.Fatalf("cursor = %d, %v; want %d (it never moves back)", upTo, err, first[len(first)-1].Sequence)
 	}
 	if backlog, _ := s.Backlog(ctx); backlog != 11 {
 		t.Fatalf("backlog after mark = %d", backlog)
 	}
-	if n, err := s.PurgePublished(ctx, now.Add(time.Second), 100); err != nil || n != 10 {
-		t.Fatalf("purged %d, %v", n, err)
+	// Rows are created at now: a cut-off before now deletes nothing.
+	if n, err := s.PurgePublished(ctx, now, 100); err != nil || n != 0 {
+		t.Fatalf("purged %d, %v; want 0", n, err)
+	}
+	// The row at the cursor stays.
+	if n, err := s.PurgePublished(ctx, now.Add(time.Second), 100); err != nil || n != 9 {
+		t.Fatalf("purged %d, %v; want 9", n, err)
+	}
+	if n, err := s.PurgePublished(ctx, now.Add(time.Second), 100); err != nil || n != 0 {
+		t.Fatalf("purged again %d, %v; want 0", n, err)
 	}
 	var done int
 	_ = s.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM notification_targets WHERE status = 'done'`).Scan(&done)
@@ -197,7 +200,7 @@ func TestDuplicateOccurrenceIsImpossible(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	planner := domain.Planner{NewID: testID}
+	planner := domain.Planner{}
 	if res, err := s.ClaimDue(ctx, now, 10, planner); err != nil || res.Inserted != 1 {
 		t.Fatalf("first claim: %+v, %v", res, err)
 	}
@@ -234,7 +237,7 @@ func TestClaimManyDistinctNextRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := created.Add(36 * time.Hour)
-	res, err := s.ClaimDue(ctx, now, 100, domain.Planner{Policy: domain.MissedPolicy{Collapse: true}, NewID: testID})
+	res, err := s.ClaimDue(ctx, now, 100, domain.Planner{Policy: domain.MissedPolicy{Collapse: true}})
 	if err != nil || res.Targets != len(zones) || res.Inserted != len(zones) {
 		t.Fatalf("claim: %+v, %v", res, err)
 	}

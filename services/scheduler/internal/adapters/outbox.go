@@ -3,6 +3,7 @@ package adapters
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -16,12 +17,19 @@ const groupedUpdateMax = 8
 
 // ClaimDue claims up to limit active targets due at now, oldest
 // next_run_at first, in one transaction: it selects them FOR UPDATE SKIP
-// LOCKED (so concurrent scanners take disjoint rows), lets planner compute
-// their occurrences and next states, writes one outbox row per occurrence
-// with a multi-row INSERT and advances the targets with batched UPDATEs.
-// The unique key (target_id, occurrence_at) makes a second outbox row for
-// one occurrence impossible: a duplicate is skipped, whoever claims it.
-// When ctx ends the transaction rolls back and nothing is claimed.
+// LOCKED (rows an API request has locked are left for the next batch), lets
+// planner compute their occurrences and next states, writes one outbox row
+// per occurrence with a multi-row INSERT and advances the targets with
+// batched UPDATEs. The unique key (target_id, occurrence_at) makes a second
+// outbox row for one occurrence impossible: a duplicate is skipped,
+// whoever claims it. When ctx ends the transaction rolls back and nothing
+// is claimed.
+//
+// The transaction first locks the single row of outbox_claim_lock, so
+// claims from any number of scanners (a lock holder and a paused former
+// one) run one after the other and outbox rows commit in id order: a row
+// that becomes visible later always has a higher id than every row visible
+// now. That is what lets the relay keep a plain cursor (see Unpublished).
 func (s *MySQLStore) ClaimDue(ctx context.Context, now time.Time, limit int, planner domain.Planner) (domain.ClaimResult, error) {
 	var res domain.ClaimResult
 	// READ COMMITTED: the locking read takes record locks only, no gap
@@ -32,6 +40,10 @@ func (s *MySQLStore) ClaimDue(ctx context.Context, now time.Time, limit int, pla
 	}
 	defer func() { _ = tx.Rollback() }()
 
+	var one int
+	if err := tx.QueryRowContext(ctx, `SELECT id FROM outbox_claim_lock WHERE id = 1 FOR UPDATE`).Scan(&one); err != nil {
+		return res, fmt.Errorf("claim: lock the outbox for writing: %w", err)
+	}
 	rows, err := tx.QueryContext(ctx, `SELECT `+targetColumns+` FROM notification_targets
 		WHERE status = 'active' AND next_run_at <= ?
 		ORDER BY next_run_at, id LIMIT ? FOR UPDATE SKIP LOCKED`, now, limit)
@@ -144,7 +156,13 @@ func advanceTargets(ctx context.Context, tx *sql.Tx, due []domain.Target, adv []
 		groups[k] = append(groups[k], id)
 	}
 	for i, t := range due {
-		add(advanceKey{string(adv[i].Status), adv[i].NextRunAt.UnixMicro()}, t.ID)
+		k := advanceKey{status: string(adv[i].Status)}
+		if !adv[i].NextRunAt.Equal(t.NextRunAt) {
+			k.nextUS = adv[i].NextRunAt.UnixMicro()
+		}
+		// One-shots keep next_run_at: a batch of them is one "done" group
+		// whatever their due times.
+		add(k, t.ID)
 	}
 	for _, id := range broken {
 		add(advanceKey{status: string(domain.StatusPaused)}, id)
@@ -204,13 +222,24 @@ func advanceTargets(ctx context.Context, tx *sql.Tx, due []domain.Target, adv []
 	return nil
 }
 
-// Unpublished returns up to limit outbox rows not yet marked published
-// with an id above afterID, in id order, as notifications whose Sequence is
-// the outbox id.
+// PublishedUpTo returns the relay cursor: every outbox row with an id up
+// to it was acknowledged by Kafka.
+func (s *MySQLStore) PublishedUpTo(ctx context.Context) (uint64, error) {
+	var id uint64
+	if err := s.db.QueryRowContext(ctx, `SELECT published_id FROM outbox_relay WHERE id = 1`).Scan(&id); err != nil {
+		return 0, fmt.Errorf("read the relay cursor: %w", err)
+	}
+	return id, nil
+}
+
+// Unpublished returns up to limit outbox rows with an id above afterID, in
+// id order, as notifications whose Sequence is the outbox id. Because claims
+// commit in id order (see ClaimDue), the rows returned are all the rows in
+// their id range that will ever exist: a cursor never skips a row.
 func (s *MySQLStore) Unpublished(ctx context.Context, afterID uint64, limit int) ([]domain.Notification, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id, event_id, target_id, occurrence_at, due_at, recipient_id, channel,
 			webhook_url, template_id, params, run_id, created_at
-		FROM outbox WHERE published_at IS NULL AND id > ? ORDER BY id LIMIT ?`, afterID, limit)
+		FROM outbox WHERE id > ? ORDER BY id LIMIT ?`, afterID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read unpublished outbox rows: %w", err)
 	}
@@ -235,31 +264,38 @@ func (s *MySQLStore) Unpublished(ctx context.Context, afterID uint64, limit int)
 	return out, nil
 }
 
-// MarkPublished records that the outbox rows with the given ids (the
-// notifications' sequences) were acknowledged by Kafka at at.
-func (s *MySQLStore) MarkPublished(ctx context.Context, ids []uint64, at time.Time) error {
-	const chunkSize = 5000
-	for start := 0; start < len(ids); start += chunkSize {
-		chunk := ids[start:min(start+chunkSize, len(ids))]
-		var b strings.Builder
-		b.WriteString(`UPDATE outbox SET published_at = ? WHERE id IN `)
-		inList(&b, len(chunk))
-		args := make([]any, 0, len(chunk)+1)
-		args = append(args, at)
-		for _, id := range chunk {
-			args = append(args, id)
-		}
-		if _, err := s.db.ExecContext(ctx, b.String(), args...); err != nil {
-			return fmt.Errorf("mark %d outbox rows published: %w", len(chunk), err)
-		}
+// MarkPublished moves the relay cursor to upTo: every row up to it was
+// acknowledged. The cursor never moves back, so a late call from a former
+// lock holder is harmless.
+func (s *MySQLStore) MarkPublished(ctx context.Context, upTo uint64, at time.Time) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE outbox_relay SET published_id = GREATEST(published_id, ?), updated_at = ? WHERE id = 1`, upTo, at)
+	if err != nil {
+		return fmt.Errorf("mark outbox rows up to %d published: %w", upTo, err)
 	}
 	return nil
 }
 
-// PurgePublished deletes up to limit outbox rows published before before
-// and returns how many it deleted.
+// PurgePublished deletes published rows created before before, looking at
+// no more than the limit oldest rows, and returns how many it deleted; a
+// result below limit means that nothing older is left. The row at the
+// cursor is kept, so the outbox's auto-increment never falls back below
+// the cursor.
 func (s *MySQLStore) PurgePublished(ctx context.Context, before time.Time, limit int) (int64, error) {
-	res, err := s.db.ExecContext(ctx, `DELETE FROM outbox WHERE published_at < ? ORDER BY published_at LIMIT ?`, before, limit)
+	upTo, err := s.PublishedUpTo(ctx)
+	if err != nil || upTo == 0 {
+		return 0, err
+	}
+	// The window: the limit oldest rows, bounding the scan.
+	var hi uint64
+	err = s.db.QueryRowContext(ctx, `SELECT id FROM outbox ORDER BY id LIMIT 1 OFFSET ?`, limit-1).Scan(&hi)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		hi = upTo
+	case err != nil:
+		return 0, fmt.Errorf("purge published outbox rows: %w", err)
+	}
+	hi = min(hi, upTo-1)
+	res, err := s.db.ExecContext(ctx, `DELETE FROM outbox WHERE id <= ? AND created_at < ?`, hi, before)
 	if err != nil {
 		return 0, fmt.Errorf("purge published outbox rows: %w", err)
 	}
@@ -273,7 +309,8 @@ func (s *MySQLStore) PurgePublished(ctx context.Context, before time.Time, limit
 // Backlog returns the number of outbox rows not yet published.
 func (s *MySQLStore) Backlog(ctx context.Context) (int64, error) {
 	var n int64
-	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM outbox WHERE published_at IS NULL`).Scan(&n); err != nil {
+	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM outbox WHERE id > (SELECT published_id FROM outbox_relay WHERE id = 1)`).Scan(&n)
+	if err != nil {
 		return 0, fmt.Errorf("count unpublished outbox rows: %w", err)
 	}
 	return n, nil

@@ -301,7 +301,7 @@ func itoa(i int) string {
 func outboxCounts(tb testing.TB, s *adapters.MySQLStore) (rows, unpublished, distinct int) {
 	tb.Helper()
 	err := s.DB().QueryRowContext(context.Background(),
-		`SELECT COUNT(*), COALESCE(SUM(published_at IS NULL), 0), COUNT(DISTINCT event_id) FROM outbox`).Scan(&rows, &unpublished, &distinct)
+		`SELECT COUNT(*), COALESCE(SUM(id > (SELECT published_id FROM outbox_relay WHERE id = 1)), 0), COUNT(DISTINCT event_id) FROM outbox`).Scan(&rows, &unpublished, &distinct)
 	if err != nil {
 		tb.Fatalf("count outbox: %v", err)
 	}

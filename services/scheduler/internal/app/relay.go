@@ -11,13 +11,17 @@ import (
 	"github.com/notiflow/notiflow/services/scheduler/internal/domain"
 )
 
-// OutboxStore is the outbox as the relay sees it.
+// OutboxStore is the outbox as the relay sees it: rows in id order and a
+// cursor below which every row was published.
 type OutboxStore interface {
-	// Unpublished returns up to limit unpublished rows above afterID in id
-	// order; Sequence is the row id.
+	// PublishedUpTo returns the cursor.
+	PublishedUpTo(ctx context.Context) (uint64, error)
+	// Unpublished returns up to limit rows above afterID in id order;
+	// Sequence is the row id. Rows never appear behind a cursor that has
+	// seen the rows above them.
 	Unpublished(ctx context.Context, afterID uint64, limit int) ([]domain.Notification, error)
-	// MarkPublished marks the rows with the given ids published at at.
-	MarkPublished(ctx context.Context, ids []uint64, at time.Time) error
+	// MarkPublished moves the cursor forward to upTo.
+	MarkPublished(ctx context.Context, upTo uint64, at time.Time) error
 }
 
 // Publisher publishes notifications in order and returns once all are
@@ -31,13 +35,14 @@ type Publisher interface {
 // best marked, to spare downstream a duplicate.
 const markTimeout = 10 * time.Second
 
-// Relay publishes the outbox to Kafka. A pass reads unpublished rows in id
-// order, publishes each batch with one produce call, and marks the batch
-// published after the acknowledgement; reading the next batch, publishing
-// and marking overlap (a three-stage pipeline), but batches are published
-// one after the other, so per-key order follows outbox order. A crash
-// between publish and mark leaves the rows unmarked: the next pass
-// publishes them again with the same notification ids.
+// Relay publishes the outbox to Kafka. A pass reads the rows after the
+// stored cursor in id order, publishes each batch with one produce call,
+// and after the acknowledgement moves the cursor past the batch (one small
+// UPDATE per batch rather than one per row); reading the next batch,
+// publishing and marking overlap (a three-stage pipeline), but batches are
+// published one after the other, so per-key order follows outbox order. A
+// crash between publish and mark leaves the cursor behind: the next pass
+// publishes those rows again with the same notification ids.
 //
 // Passes are serialised; a Relay is safe for concurrent use.
 type Relay struct {
@@ -73,9 +78,12 @@ func (r *Relay) Drain(ctx context.Context) (int, error) {
 	read := make(chan []domain.Notification, 1)
 	acked := make(chan []domain.Notification, 4)
 
-	g.Go(func() error { // read: a cursor on the id, so read-ahead skips rows in flight
+	g.Go(func() error { // read ahead of the stored cursor
 		defer close(read)
-		var after uint64
+		after, err := r.store.PublishedUpTo(gctx)
+		if err != nil {
+			return err
+		}
 		for {
 			notes, err := r.store.Unpublished(gctx, after, r.batch)
 			if err != nil {
@@ -123,12 +131,8 @@ func (r *Relay) Drain(ctx context.Context) (int, error) {
 			if markErr != nil {
 				continue
 			}
-			ids := make([]uint64, len(notes))
-			for i := range notes {
-				ids[i] = notes[i].Sequence
-			}
 			mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
-			markErr = r.store.MarkPublished(mctx, ids, r.clock())
+			markErr = r.store.MarkPublished(mctx, notes[len(notes)-1].Sequence, r.clock())
 			cancel()
 			if markErr != nil {
 				stop(markErr) // stop reading and publishing

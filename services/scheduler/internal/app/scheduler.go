@@ -70,15 +70,12 @@ func NewScheduler(leader *Leader, claims ClaimStore, relay *Relay, house Houseke
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
-	if opts.NewID == nil {
-		opts.NewID = NewUUIDv7
-	}
 	if opts.housekeepEvery <= 0 {
 		opts.housekeepEvery = 5 * time.Second
 	}
 	return &Scheduler{
 		leader: leader, claims: claims, relay: relay, house: house, opts: opts,
-		planner: domain.Planner{Policy: opts.Policy, NewID: opts.NewID},
+		planner: domain.Planner{Policy: opts.Policy},
 		log:     log, m: m, wake: make(chan struct{}, 1),
 	}
 }

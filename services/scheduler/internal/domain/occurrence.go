@@ -68,8 +68,8 @@ func (t Target) Advance(now time.Time, p MissedPolicy) Advance {
 // Notification is one due occurrence of a target, as it is stored in the
 // outbox and published: a snapshot of the target at claim time.
 type Notification struct {
-	// ID is unique per occurrence (a UUID); it stays the same on every
-	// re-publish and is the deduplication key downstream.
+	// ID is unique per occurrence (see NotificationID); it stays the same
+	// on every re-publish and is the deduplication key downstream.
 	ID           string
 	TargetID     int64
 	RecipientID  string
@@ -86,11 +86,11 @@ type Notification struct {
 	CreatedAt time.Time
 }
 
-// NewNotification is the occurrence at of t, created at now with id. The
+// NewNotification is the occurrence at of t, created at now. The
 // occurrence time is also its due time.
-func NewNotification(id string, t Target, at, now time.Time) Notification {
+func NewNotification(t Target, at, now time.Time) Notification {
 	return Notification{
-		ID:           id,
+		ID:           NotificationID(t.ID, t.CreatedAt, at),
 		TargetID:     t.ID,
 		RecipientID:  t.RecipientID,
 		Channel:      t.Channel,

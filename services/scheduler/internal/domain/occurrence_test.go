@@ -151,3 +151,26 @@ func TestNewTargetValidation(t *testing.T) {
 		})
 	}
 }
+
+func TestNotificationID(t *testing.T) {
+	t.Parallel()
+	created, at := utc("2026-01-01T00:00:00.000001Z"), utc("2026-03-08T13:00:00Z")
+	id := NotificationID(42, created, at)
+	if len(id) != 36 || id[14] != '8' || !strings.ContainsAny(id[19:20], "89ab") {
+		t.Fatalf("id %q is not a version 8 UUID", id)
+	}
+	if again := NotificationID(42, created, at); again != id {
+		t.Fatalf("not deterministic: %s then %s", id, again)
+	}
+	seen := map[string]bool{id: true}
+	for _, other := range []string{
+		NotificationID(43, created, at),
+		NotificationID(42, created.Add(time.Microsecond), at),
+		NotificationID(42, created, at.Add(time.Microsecond)),
+	} {
+		if seen[other] {
+			t.Fatalf("collision: %s", other)
+		}
+		seen[other] = true
+	}
+}

@@ -6,9 +6,6 @@ import "time"
 // store and the targets' next states.
 type Planner struct {
 	Policy MissedPolicy
-	// NewID returns a fresh unique notification id; it must be safe for
-	// concurrent use.
-	NewID func() string
 }
 
 // Plan returns, for due targets at now, the notifications of all their due
@@ -21,7 +18,7 @@ func (p Planner) Plan(due []Target, now time.Time) (notes []Notification, advanc
 		a := t.Advance(now, p.Policy)
 		advances[i] = a
 		for _, at := range a.Occurrences {
-			notes = append(notes, NewNotification(p.NewID(), t, at, now))
+			notes = append(notes, NewNotification(t, at, now))
 		}
 	}
 	return notes, advances

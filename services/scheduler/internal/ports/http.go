@@ -1,0 +1,436 @@
+// Package ports is the scheduler's HTTP API: JSON over net/http, bearer
+// token authentication, strict decoding and validation with clear 4xx
+// messages, and the OpenAPI document that describes it (openapi.yaml).
+package ports
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/notiflow/notiflow/services/scheduler/internal/app"
+	"github.com/notiflow/notiflow/services/scheduler/internal/domain"
+)
+
+//go:embed openapi.yaml
+var openAPI []byte
+
+// OpenAPI returns the API's OpenAPI 3 document.
+func OpenAPI() []byte { return bytes.Clone(openAPI) }
+
+// List page sizes.
+const (
+	DefaultListLimit = 100
+	MaxListLimit     = 1000
+)
+
+// Options configure the API.
+type Options struct {
+	// Token is the bearer token every /v1 request must carry; empty
+	// disables authentication (NOTIFLOW_INSECURE_NO_AUTH).
+	Token string
+	// MaxParamsBytes bounds params; a single create request may carry at
+	// most MaxParamsBytes plus 8 KiB.
+	MaxParamsBytes int
+	// MaxBulkBodyBytes bounds the body of a bulk request.
+	MaxBulkBodyBytes int64
+}
+
+// API serves the targets API.
+type API struct {
+	targets *app.Targets
+	opts    Options
+	log     *slog.Logger
+	token   [sha256.Size]byte
+}
+
+// NewAPI returns the API over the targets service.
+func NewAPI(targets *app.Targets, opts Options, log *slog.Logger) *API {
+	return &API{targets: targets, opts: opts, log: log, token: sha256.Sum256([]byte(opts.Token))}
+}
+
+// Register adds the API's routes to mux (a Go 1.22 pattern mux, e.g. the
+// one obs.Mux returns). Every /v1 route requires the bearer token; the
+// OpenAPI document is public.
+func (a *API) Register(mux *http.ServeMux) {
+	mux.HandleFunc("GET /openapi.yaml", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/yaml")
+		_, _ = w.Write(openAPI)
+	})
+	mux.Handle("POST /v1/targets", a.auth(a.create))
+	mux.Handle("POST /v1/targets:bulk", a.auth(a.createBulk))
+	mux.Handle("GET /v1/targets", a.auth(a.list))
+	mux.Handle("GET /v1/targets/{id}", a.auth(a.get))
+	mux.Handle("POST /v1/targets/{id}/pause", a.auth(a.pause))
+	mux.Handle("POST /v1/targets/{id}/resume", a.auth(a.resume))
+	mux.Handle("DELETE /v1/targets/{id}", a.auth(a.delete))
+}
+
+// handlerFunc is a handler that returns its error; serve maps it to a
+// status and a JSON message.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// auth checks the bearer token in constant time (both sides are hashed
+// first, so not even the token's length leaks) and then runs h.
+func (a *API) auth(h handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a.opts.Token != "" {
+			given, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			sum := sha256.Sum256([]byte(given))
+			if !ok || subtle.ConstantTimeCompare(sum[:], a.token[:]) != 1 {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="notiflow"`)
+				writeError(w, http.StatusUnauthorized, "missing or invalid bearer token")
+				return
+			}
+		}
+		if err := h(w, r); err != nil {
+			a.fail(w, r, err)
+		}
+	})
+}
+
+// httpError is an error with the status and message the client sees.
+type httpError struct {
+	status int
+	msg    string
+}
+
+func (e *httpError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) error {
+	return &httpError{status: http.StatusBadRequest, msg: fmt.Sprintf(format, args...)}
+}
+
+func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var (
+		he   *httpError
+		ve   *domain.ValidationError
+		be   *app.BulkError
+		mbe  *http.MaxBytesError
+		code = http.StatusInternalServerError
+		msg  = "internal error"
+	)
+	switch {
+	case errors.As(err, &he):
+		code, msg = he.status, he.msg
+	case errors.As(err, &be):
+		code, msg = http.StatusBadRequest, be.Error()
+	case errors.As(err, &ve):
+		code, msg = http.StatusBadRequest, ve.Error()
+	case errors.Is(err, app.ErrTooMany):
+		code, msg = http.StatusBadRequest, "targets: "+strings.TrimPrefix(err.Error(), app.ErrTooMany.Error()+": ")
+	case errors.As(err, &mbe):
+		code, msg = http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", mbe.Limit)
+	case errors.Is(err, domain.ErrNotFound):
+		code, msg = http.StatusNotFound, "target not found"
+	case errors.Is(err, domain.ErrConflict):
+		code, msg = http.StatusConflict, conflictMessage(err)
+	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
+		return // the client went away
+	default:
+		a.log.Error("api request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	writeError(w, code, msg)
+}
+
+func conflictMessage(err error) string {
+	s := err.Error()
+	if i := strings.Index(s, domain.ErrConflict.Error()+": "); i >= 0 {
+		return s[i+len(domain.ErrConflict.Error())+2:]
+	}
+	return domain.ErrConflict.Error()
+}
+
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, errorBody{Error: msg})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// targetRequest is a target as clients send it.
+type targetRequest struct {
+	RecipientID string          `json:"recipient_id"`
+	Channel     string          `json:"channel"`
+	WebhookURL  string          `json:"webhook_url"`
+	TemplateID  string          `json:"template_id"`
+	Params      json.RawMessage `json:"params"`
+	DueAt       string          `json:"due_at"`
+	Cron        string          `json:"cron"`
+	TimeZone    string          `json:"time_zone"`
+}
+
+func (t targetRequest) input(field string) (app.TargetInput, error) {
+	in := app.TargetInput{
+		RecipientID: t.RecipientID, Channel: t.Channel, WebhookURL: t.WebhookURL, TemplateID: t.TemplateID,
+		Params: t.Params, Cron: t.Cron, TimeZone: t.TimeZone,
+	}
+	if t.DueAt != "" {
+		at, err := time.Parse(time.RFC3339Nano, t.DueAt)
+		if err != nil {
+			return in, badRequest("%sdue_at: must be an RFC 3339 time such as 2026-03-08T09:00:00Z", field)
+		}
+		in.DueAt = &at
+	}
+	return in, nil
+}
+
+type bulkRequest struct {
+	Targets []targetRequest `json:"targets"`
+}
+
+type bulkResponse struct {
+	Count int     `json:"count"`
+	IDs   []int64 `json:"ids"`
+}
+
+// targetView is a target as clients receive it.
+type targetView struct {
+	ID          int64           `json:"id"`
+	RecipientID string          `json:"recipient_id"`
+	Channel     string          `json:"channel"`
+	WebhookURL  string          `json:"webhook_url,omitempty"`
+	TemplateID  string          `json:"template_id"`
+	Params      json.RawMessage `json:"params"`
+	DueAt       *time.Time      `json:"due_at,omitempty"`
+	Cron        string          `json:"cron,omitempty"`
+	TimeZone    string          `json:"time_zone,omitempty"`
+	NextRunAt   time.Time       `json:"next_run_at"`
+	Status      string          `json:"status"`
+	CreatedAt   time.Time       `json:"created_at"`
+	UpdatedAt   time.Time       `json:"updated_at"`
+}
+
+func view(t domain.Target) targetView {
+	v := targetView{
+		ID: t.ID, RecipientID: t.RecipientID, Channel: string(t.Channel), WebhookURL: t.WebhookURL,
+		TemplateID: t.TemplateID, Params: json.RawMessage(t.Params), Cron: t.Schedule.Expr(), TimeZone: t.Schedule.Zone(),
+		NextRunAt: t.NextRunAt, Status: string(t.Status), CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
+	}
+	if t.Schedule.Kind() == domain.KindOnce {
+		due := t.Schedule.DueAt()
+		v.DueAt = &due
+	}
+	if len(v.Params) == 0 {
+		v.Params = json.RawMessage("{}")
+	}
+	return v
+}
+
+type listResponse struct {
+	Targets   []targetView `json:"targets"`
+	NextAfter *int64       `json:"next_after,omitempty"`
+}
+
+// decode reads one JSON value of at most limit bytes into v, refusing
+// unknown fields, other content types and trailing data.
+func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || mt != "application/json" {
+			return &httpError{status: http.StatusUnsupportedMediaType, msg: "Content-Type must be application/json"}
+		}
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return decodeError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return err
+		}
+		return badRequest("malformed JSON: unexpected data after the object")
+	}
+	return nil
+}
+
+func decodeError(err error) error {
+	var (
+		syn *json.SyntaxError
+		typ *json.UnmarshalTypeError
+		mbe *http.MaxBytesError
+	)
+	switch {
+	case errors.As(err, &mbe):
+		return err
+	case errors.As(err, &syn):
+		return badRequest("malformed JSON at byte %d: %v", syn.Offset, syn)
+	case errors.As(err, &typ):
+		if typ.Field == "" {
+			return badRequest("body must be a JSON object")
+		}
+		return badRequest("%s: must be %s", typ.Field, jsonKind(typ.Type.Kind().String()))
+	case errors.Is(err, io.EOF):
+		return badRequest("empty body: a JSON object is required")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return badRequest("malformed JSON: unexpected end of body")
+	}
+	if field, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return badRequest("unknown field %s", field)
+	}
+	return badRequest("malformed JSON: %v", err)
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "string":
+		return "a string"
+	case "slice":
+		return "an array"
+	case "struct", "map":
+		return "an object"
+	}
+	return "a " + goKind
+}
+
+func (a *API) create(w http.ResponseWriter, r *http.Request) error {
+	var req targetRequest
+	if err := decode(w, r, int64(a.opts.MaxParamsBytes)+8<<10, &req); err != nil {
+		return err
+	}
+	in, err := req.input("")
+	if err != nil {
+		return err
+	}
+	t, err := a.targets.Create(r.Context(), in)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", "/v1/targets/"+strconv.FormatInt(t.ID, 10))
+	writeJSON(w, http.StatusCreated, view(t))
+	return nil
+}
+
+func (a *API) createBulk(w http.ResponseWriter, r *http.Request) error {
+	var req bulkRequest
+	if err := decode(w, r, a.opts.MaxBulkBodyBytes, &req); err != nil {
+		return err
+	}
+	switch {
+	case len(req.Targets) == 0:
+		return badRequest("targets: must contain at least one target")
+	case len(req.Targets) > a.targets.BulkMax():
+		return badRequest("targets: %d targets, the limit is %d", len(req.Targets), a.targets.BulkMax())
+	}
+	ins := make([]app.TargetInput, len(req.Targets))
+	for i, t := range req.Targets {
+		in, err := t.input(fmt.Sprintf("targets[%d].", i))
+		if err != nil {
+			return err
+		}
+		ins[i] = in
+	}
+	ids, err := a.targets.CreateBulk(r.Context(), ins)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, bulkResponse{Count: len(ids), IDs: ids})
+	return nil
+}
+
+func pathID(r *http.Request) (int64, error) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id < 1 {
+		return 0, badRequest("id: must be a positive integer")
+	}
+	return id, nil
+}
+
+func (a *API) get(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	t, err := a.targets.Get(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, view(t))
+	return nil
+}
+
+func (a *API) list(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	after, limit := int64(0), DefaultListLimit
+	if s := q.Get("after"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			return badRequest("after: must be a non-negative integer (the next_after of the previous page)")
+		}
+		after = n
+	}
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxListLimit {
+			return badRequest("limit: must be an integer between 1 and %d", MaxListLimit)
+		}
+		limit = n
+	}
+	ts, next, err := a.targets.List(r.Context(), after, limit)
+	if err != nil {
+		return err
+	}
+	resp := listResponse{Targets: make([]targetView, len(ts))}
+	for i, t := range ts {
+		resp.Targets[i] = view(t)
+	}
+	if next != 0 {
+		resp.NextAfter = &next
+	}
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+func (a *API) pause(w http.ResponseWriter, r *http.Request) error {
+	return a.transition(w, r, a.targets.Pause)
+}
+
+func (a *API) resume(w http.ResponseWriter, r *http.Request) error {
+	return a.transition(w, r, a.targets.Resume)
+}
+
+func (a *API) transition(w http.ResponseWriter, r *http.Request, fn func(context.Context, int64) (domain.Target, error)) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	t, err := fn(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, view(t))
+	return nil
+}
+
+func (a *API) delete(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	if err := a.targets.Delete(r.Context(), id); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
