@@ -2,6 +2,7 @@ package deploytest
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"net"
 	"os"
@@ -391,4 +392,85 @@ func dependsOnCycle(p *types.Project) []string {
 		}
 	}
 	return nil
+}
+
+// TestComposeObservability: Grafana's provisioning points at the compose
+// Prometheus and at the mounted dashboard folder; Kafka's CLUSTER_ID is a
+// valid Kafka UUID (base64url of 16 bytes).
+func TestComposeObservability(t *testing.T) {
+	p := composeProject(t)
+	root := repoRoot(t)
+	var ds struct {
+		APIVersion  int `json:"apiVersion"`
+		Datasources []struct {
+			Name      string         `json:"name"`
+			UID       string         `json:"uid"`
+			Type      string         `json:"type"`
+			Access    string         `json:"access"`
+			URL       string         `json:"url"`
+			IsDefault bool           `json:"isDefault"`
+			Editable  bool           `json:"editable"`
+			JSONData  map[string]any `json:"jsonData"`
+		} `json:"datasources"`
+	}
+	readStrict(t, filepath.Join(root, "deploy", "grafana", "provisioning", "datasources", "prometheus.yml"), &ds)
+	promPort := 0
+	for _, pc := range p.Services["prometheus"].Ports {
+		promPort = int(pc.Target)
+	}
+	if len(ds.Datasources) != 1 || ds.Datasources[0].Type != "prometheus" || ds.Datasources[0].URL != fmt.Sprintf("http://prometheus:%d", promPort) {
+		t.Errorf("Grafana datasource must be the compose Prometheus at http://prometheus:%d: %+v", promPort, ds.Datasources)
+	}
+	var prov struct {
+		APIVersion int `json:"apiVersion"`
+		Providers  []struct {
+			Name            string `json:"name"`
+			Folder          string `json:"folder"`
+			Type            string `json:"type"`
+			DisableDeletion bool   `json:"disableDeletion"`
+			AllowUIUpdates  bool   `json:"allowUiUpdates"`
+			Options         struct {
+				Path string `json:"path"`
+			} `json:"options"`
+		} `json:"providers"`
+	}
+	readStrict(t, filepath.Join(root, "deploy", "grafana", "provisioning", "dashboards", "notiflow.yml"), &prov)
+	dashDir := filepath.Join(root, "deploy", "grafana", "dashboards")
+	mounted := false
+	for _, v := range p.Services["grafana"].Volumes {
+		if v.Type == types.VolumeTypeBind && v.Source == dashDir && len(prov.Providers) == 1 && v.Target == prov.Providers[0].Options.Path {
+			mounted = true
+		}
+	}
+	if !mounted {
+		t.Errorf("grafana: mount deploy/grafana/dashboards at the provider's path %+v", prov.Providers)
+	}
+	id := composeServiceEnv(t, p.Services["kafka"])["CLUSTER_ID"]
+	if b, err := base64.RawURLEncoding.DecodeString(id); err != nil || len(b) != 16 {
+		t.Errorf("kafka: CLUSTER_ID %q is not a Kafka UUID (base64url of 16 bytes)", id)
+	}
+	// The in-cluster scrape job parses and keeps annotated pods.
+	var k8s struct {
+		ScrapeConfigs []struct {
+			JobName             string           `json:"job_name"`
+			ScrapeInterval      string           `json:"scrape_interval"`
+			KubernetesSDConfigs []map[string]any `json:"kubernetes_sd_configs"`
+			RelabelConfigs      []map[string]any `json:"relabel_configs"`
+		} `json:"scrape_configs"`
+	}
+	readStrict(t, filepath.Join(root, "deploy", "prometheus", "kubernetes-scrape.yml"), &k8s)
+	if len(k8s.ScrapeConfigs) != 1 || len(k8s.ScrapeConfigs[0].RelabelConfigs) == 0 {
+		t.Errorf("kubernetes-scrape.yml: want one job with relabel rules")
+	}
+}
+
+func readStrict(t *testing.T, path string, out any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(b, out); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
 }
