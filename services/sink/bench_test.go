@@ -146,6 +146,7 @@ func runSink(b *testing.B, e *env, cfg config.Config, n int) sinkRun {
 	b.Helper()
 	freeMemory()
 	mem := sampleMemory()
+	cpu := readCPU()
 	begin := time.Now()
 	r := start(b, cfg)
 	for r.metric("notiflow_sink_results_total") < float64(n) {
@@ -153,9 +154,10 @@ func runSink(b *testing.B, e *env, cfg config.Config, n int) sinkRun {
 	}
 	wall := time.Since(begin)
 	peak := mem.stop()
+	used := readCPU().since(cpu)
 	sum, count := histogram(r.reg, "notiflow_sink_flush_seconds")
-	b.Logf("%d flushes, mean %.1f ms, %v transient and rejected statement errors",
-		count, 1000*sum/float64(max(count, 1)), r.metric("notiflow_sink_flush_errors_total"))
+	b.Logf("sink %s; %d flushes, mean %.1f ms, %v statement errors",
+		used, count, 1000*sum/float64(max(count, 1)), r.metric("notiflow_sink_flush_errors_total"))
 	if err := r.stop(); err != nil {
 		b.Fatal(err)
 	}
@@ -215,6 +217,7 @@ func rawCeiling(b *testing.B, e *env, msgs []kafka.Message, batchSize, conns int
 	db.SetMaxIdleConns(conns)
 	freeMemory()
 	mem := sampleMemory()
+	cpu := readCPU()
 	ch := make(chan []domain.Row)
 	var wg sync.WaitGroup
 	begin := time.Now()
@@ -238,6 +241,7 @@ func rawCeiling(b *testing.B, e *env, msgs []kafka.Message, batchSize, conns int
 	wg.Wait()
 	elapsed := time.Since(begin)
 	peak := mem.stop()
+	b.Logf("raw %s", readCPU().since(cpu))
 	if got := e.rows(b); got != len(msgs) {
 		b.Fatalf("raw: %d rows, want %d", got, len(msgs))
 	}
@@ -321,4 +325,53 @@ func histogram(reg interface {
 		}
 	}
 	return sum, count
+}
+
+// cpuUse is the CPU time (user + system) of this process, MariaDB and the
+// Kafka broker, read from /proc (zero for a process whose pid file is
+// missing): where the machine's two cores went during a phase.
+type cpuUse struct{ self, mariadb, kafka time.Duration }
+
+func readCPU() cpuUse {
+	return cpuUse{
+		self:    procCPU(strconv.Itoa(os.Getpid())),
+		mariadb: procCPU(pidFrom("../../.deps/mariadb/mariadbd.pid")),
+		kafka:   procCPU(pidFrom("../../.deps/kafka/kafka.pid")),
+	}
+}
+
+func (c cpuUse) since(start cpuUse) cpuUse {
+	return cpuUse{c.self - start.self, c.mariadb - start.mariadb, c.kafka - start.kafka}
+}
+
+func (c cpuUse) String() string {
+	return "CPU: this process " + c.self.Round(10*time.Millisecond).String() + ", mariadbd " + c.mariadb.Round(10*time.Millisecond).String() +
+		", kafka " + c.kafka.Round(10*time.Millisecond).String()
+}
+
+func pidFrom(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func procCPU(pid string) time.Duration {
+	if pid == "" {
+		return 0
+	}
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name (which may hold spaces) in ")".
+	rest := string(b[strings.LastIndexByte(string(b), ')')+2:])
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond // USER_HZ = 100
 }

@@ -182,9 +182,13 @@ func Merge(stored, incoming Row) Row {
 func Collapse(results []*Result) []Row {
 	rows := make([]Row, 0, len(results))
 	index := make(map[string]int, len(results))
+	// One backing array for the common case of one source per row; Merge
+	// copies on append (the slices are clipped).
+	sources := make([]int, len(results))
 	for i, res := range results {
 		r := RowOf(res)
-		r.Sources = []int{i}
+		sources[i] = i
+		r.Sources = sources[i : i+1 : i+1]
 		if at, ok := index[r.NotificationID]; ok {
 			rows[at] = Merge(rows[at], r)
 			continue

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,8 +22,9 @@ import (
 // outside the DATETIME range) sends the record to the dead-letter topic
 // before it reaches the sink.
 func Decode(msg *kafka.Message) (domain.Result, error) {
-	var ev notiflowv1.NotificationDispatched
-	if err := proto.Unmarshal(msg.Value, &ev); err != nil {
+	ev := eventPool.Get().(*notiflowv1.NotificationDispatched)
+	defer eventPool.Put(ev)
+	if err := unmarshal.Unmarshal(msg.Value, ev); err != nil {
 		return domain.Result{}, fmt.Errorf("unmarshal NotificationDispatched: %w", err)
 	}
 	r := domain.Result{
@@ -48,6 +50,13 @@ func Decode(msg *kafka.Message) (domain.Result, error) {
 	}
 	return r, nil
 }
+
+// eventPool recycles decode targets: Unmarshal resets the message, and
+// the strings it sets are fresh allocations that the Result keeps, so
+// reusing the message itself is safe.
+var eventPool = sync.Pool{New: func() any { return new(notiflowv1.NotificationDispatched) }}
+
+var unmarshal = proto.UnmarshalOptions{}
 
 func status(s notiflowv1.Status) domain.Status {
 	switch s {
