@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -135,8 +136,10 @@ func BenchmarkUpsert(b *testing.B) {
 					}
 					b.ResetTimer()
 					for b.Loop() {
+						cpu := selfCPU()
 						elapsed := writeAll(b, s, batches, conns, mode.fn)
 						b.ReportMetric(float64(n)/elapsed.Seconds(), "rows/s")
+						b.ReportMetric(float64((selfCPU()-cpu).Microseconds())/float64(n), "client-CPU-us/row")
 						truncate(b, s.db)
 					}
 				})
@@ -172,4 +175,13 @@ func truncate(b *testing.B, db *sql.DB) {
 		b.Fatal(err)
 	}
 	b.StartTimer()
+}
+
+// selfCPU is this process's CPU time (user + system).
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
