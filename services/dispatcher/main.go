@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/notiflow/notiflow/lib/obs"
@@ -30,6 +31,9 @@ func main() {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "dispatcher: NOTIFLOW_LOG_LEVEL: %v\n", err)
 		os.Exit(2)
+	}
+	if _, set := os.LookupEnv("GOGC"); !set && cfg.GCPercent > 0 {
+		debug.SetGCPercent(cfg.GCPercent)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	err = run(ctx, cfg, log)

@@ -70,24 +70,43 @@ func (b *Batcher) Run(ctx context.Context) error {
 // error is only about the call itself; command errors (including a lost
 // connection) are on the commands.
 func (b *Batcher) Do(ctx context.Context, cmds ...redis.Cmder) error {
+	c, err := b.Start(ctx, cmds...)
+	if err != nil {
+		return err
+	}
+	return b.Wait(ctx, c)
+}
+
+// Pending is a call queued by Start; pass it to Wait exactly once.
+type Pending = *call
+
+// Start queues cmds for one of the next pipelines without waiting for the
+// replies; the caller must call Wait on the result (unless Start failed).
+// It lets a caller overlap a Redis round trip with other work.
+func (b *Batcher) Start(ctx context.Context, cmds ...redis.Cmder) (Pending, error) {
 	select {
 	case <-b.stopped:
-		return ErrBatcherClosed
+		return nil, ErrBatcherClosed
 	default:
 	}
 	c := b.pool.Get().(*call)
 	c.cmds = cmds
 	select {
 	case b.in <- c:
+		return c, nil
 	case <-ctx.Done():
 		c.cmds = nil
 		b.pool.Put(c)
-		return ctx.Err()
+		return nil, ctx.Err()
 	case <-b.stopped:
 		c.cmds = nil
 		b.pool.Put(c)
-		return ErrBatcherClosed
+		return nil, ErrBatcherClosed
 	}
+}
+
+// Wait waits for the replies of c (see Do).
+func (b *Batcher) Wait(ctx context.Context, c Pending) error {
 	select {
 	case <-c.done:
 		c.cmds = nil

@@ -2,6 +2,7 @@ package adapters
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -134,20 +135,39 @@ func (s *Store) evalsha(ctx context.Context, script *redis.Script, keys []string
 }
 
 // Claim tries to take notification id for sending under token, checking
-// the recipient's rate limit at now in the same atomic step.
+// the recipient's rate limit at now in the same atomic step (a Lua script;
+// without a rate limit a single SET NX GET).
 func (s *Store) Claim(ctx context.Context, id, recipient, token string, now time.Time) (domain.Claim, error) {
-	rateKey := s.opt.Prefix + "rl:" + recipient + ":"
+	marker := domain.InflightMarker(token)
+	var v string
 	if s.opt.RateLimit > 0 {
-		rateKey += strconv.FormatInt(now.UnixMilli()/max(s.opt.RateWindow.Milliseconds(), 1), 10)
-	}
-	cmd, err := s.evalsha(ctx, claimScript, []string{s.dedupKey(id), rateKey},
-		domain.InflightMarker(token), s.inTTL, s.limit, s.window, s.doneTTL, domain.RateLimitedMarker)
-	if err != nil {
-		return domain.Claim{}, fmt.Errorf("claim notification %s: %w", id, err)
-	}
-	v, err := cmd.Text()
-	if err != nil {
-		return domain.Claim{}, fmt.Errorf("claim notification %s: %w", id, err)
+		rateKey := s.opt.Prefix + "rl:" + recipient + ":" +
+			strconv.FormatInt(now.UnixMilli()/max(s.opt.RateWindow.Milliseconds(), 1), 10)
+		cmd, err := s.evalsha(ctx, claimScript, []string{s.dedupKey(id), rateKey},
+			marker, s.inTTL, s.limit, s.window, s.doneTTL, domain.RateLimitedMarker)
+		if err != nil {
+			return domain.Claim{}, fmt.Errorf("claim notification %s: %w", id, err)
+		}
+		if v, err = cmd.Text(); err != nil {
+			return domain.Claim{}, fmt.Errorf("claim notification %s: %w", id, err)
+		}
+	} else {
+		// Without a rate limit the claim is one plain command, cheaper
+		// for Redis than a script: set our marker unless the key exists,
+		// and get what was there.
+		cmd := redis.NewStringCmd(ctx, "set", s.dedupKey(id), marker, "nx", "get", "px", s.inTTL)
+		if err := s.b.Do(ctx, cmd); err != nil {
+			return domain.Claim{}, fmt.Errorf("claim notification %s: %w", id, err)
+		}
+		switch err := cmd.Err(); {
+		case errors.Is(err, redis.Nil):
+			return domain.Claim{State: domain.Claimed}, nil
+		case err != nil:
+			return domain.Claim{}, fmt.Errorf("claim notification %s: %w", id, err)
+		}
+		if v = cmd.Val(); v == marker {
+			v = "claimed"
+		}
 	}
 	switch v {
 	case "claimed":
@@ -167,14 +187,55 @@ func (s *Store) Claim(ctx context.Context, id, recipient, token string, now time
 
 // MarkDone remembers the outcome of notification id for the done TTL.
 func (s *Store) MarkDone(ctx context.Context, id string, o domain.Outcome) error {
+	return s.StartMarkDone(ctx, id, o)(ctx)
+}
+
+// StartMarkDone queues the done marker of notification id and returns a
+// function that waits until it is stored (or failed); call it exactly
+// once. It lets the caller publish the result meanwhile.
+func (s *Store) StartMarkDone(ctx context.Context, id string, o domain.Outcome) (wait func(context.Context) error) {
 	cmd := redis.NewStatusCmd(ctx, "set", s.dedupKey(id), domain.DoneMarker(o), "px", s.doneTTL)
-	if err := s.b.Do(ctx, cmd); err != nil {
-		return fmt.Errorf("mark notification %s done: %w", id, err)
+	c, err := s.b.Start(ctx, cmd)
+	return func(ctx context.Context) error {
+		if err == nil {
+			err = s.b.Wait(ctx, c)
+		}
+		if err == nil {
+			err = cmd.Err()
+		}
+		if err != nil {
+			return fmt.Errorf("mark notification %s done: %w", id, err)
+		}
+		return nil
 	}
-	if err := cmd.Err(); err != nil {
-		return fmt.Errorf("mark notification %s done: %w", id, err)
+}
+
+// ExtendMany renews the claims of several notifications (id -> token) in
+// one round trip. It returns how many were no longer held.
+func (s *Store) ExtendMany(ctx context.Context, claims map[string]string) (lost int, err error) {
+	cmds := make([]redis.Cmder, 0, len(claims))
+	for id, token := range claims {
+		cmds = append(cmds, redis.NewCmd(ctx, "evalsha", ownerScript.Hash(), 1, s.dedupKey(id), domain.InflightMarker(token), "extend", s.inTTL))
 	}
-	return nil
+	if err := s.b.Do(ctx, cmds...); err != nil {
+		return 0, fmt.Errorf("extend %d claims: %w", len(claims), err)
+	}
+	for _, c := range cmds {
+		err := c.Err()
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			if lerr := ownerScript.Load(ctx, s.rdb).Err(); lerr != nil {
+				return 0, fmt.Errorf("load redis script: %w", lerr)
+			}
+			return s.ExtendMany(ctx, claims)
+		}
+		if err != nil {
+			return 0, fmt.Errorf("extend %d claims: %w", len(claims), err)
+		}
+		if n, _ := c.(*redis.Cmd).Int(); n != 1 {
+			lost++
+		}
+	}
+	return lost, nil
 }
 
 // Release gives up token's claim on notification id (if it still holds

@@ -25,15 +25,17 @@ type Deduper interface {
 	// Claim tries to take notification id for sending under token and
 	// checks the recipient's rate limit in the same atomic step.
 	Claim(ctx context.Context, id, recipient, token string, now time.Time) (domain.Claim, error)
-	// MarkDone remembers a finished dispatch.
-	MarkDone(ctx context.Context, id string, o domain.Outcome) error
+	// StartMarkDone starts remembering a finished dispatch; the returned
+	// function waits until it is stored.
+	StartMarkDone(ctx context.Context, id string, o domain.Outcome) (wait func(context.Context) error)
 	// Release drops token's claim so the next delivery is judged afresh.
 	Release(ctx context.Context, id, token string) error
 }
 
-// ClaimExtender renews a claim while a long send runs.
+// ClaimExtender renews claims (notification id -> token) while long sends
+// run, and says how many were no longer held.
 type ClaimExtender interface {
-	Extend(ctx context.Context, id, token string) error
+	ExtendMany(ctx context.Context, claims map[string]string) (lost int, err error)
 }
 
 // Sender delivers a rendered notification through one channel. It returns
@@ -108,6 +110,16 @@ type Dispatcher struct {
 	tokenPrefix string
 	seq         atomic.Uint64
 	lastWarn    sync.Map // dependency -> *atomic.Int64 (unix nanos of the last warning)
+
+	// held are the claims of running sends (token -> claim), renewed by
+	// Run so that a long send keeps its claim.
+	heldMu sync.Mutex
+	held   map[string]heldClaim
+}
+
+type heldClaim struct {
+	id    string
+	since time.Time
 }
 
 // New returns a Dispatcher. senders maps each supported channel to its
@@ -126,7 +138,57 @@ func New(dedup Deduper, extend ClaimExtender, render Renderer, senders map[notif
 	return &Dispatcher{
 		dedup: dedup, extend: extend, render: render, senders: senders, pub: pub, dlq: dlq, m: m, log: log, opt: opt,
 		tokenPrefix: hex.EncodeToString(b[:]) + "-",
+		held:        map[string]heldClaim{},
 	}
+}
+
+// Run renews the claims of sends that run longer than a sixth of the
+// in-flight TTL, every third of it, all in one batched call, until ctx
+// ends. Stop it after the consumer. It returns nil.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	interval := d.opt.InflightTTL / 3
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		now := d.opt.Now()
+		claims := map[string]string{}
+		d.heldMu.Lock()
+		for token, c := range d.held {
+			if now.Sub(c.since) >= d.opt.InflightTTL/6 {
+				claims[c.id] = token
+			}
+		}
+		d.heldMu.Unlock()
+		if len(claims) == 0 {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, interval)
+		lost, err := d.extend.ExtendMany(rctx, claims)
+		cancel()
+		switch {
+		case err != nil:
+			d.depFailed("redis", "extend claims", err)
+		case lost > 0:
+			d.log.Warn("in-flight claims lost during sends; another worker may send those notifications too", "lost", lost)
+		}
+	}
+}
+
+func (d *Dispatcher) hold(id, token string) {
+	d.heldMu.Lock()
+	d.held[token] = heldClaim{id: id, since: d.opt.Now()}
+	d.heldMu.Unlock()
+}
+
+func (d *Dispatcher) unhold(token string) {
+	d.heldMu.Lock()
+	delete(d.held, token)
+	d.heldMu.Unlock()
 }
 
 // Handle dispatches one due notification and returns once its result is
@@ -136,17 +198,18 @@ func New(dedup Deduper, extend ClaimExtender, render Renderer, senders map[notif
 //  2. claim the notification in Redis, checking the recipient's rate limit
 //     in the same script: already done gives a DUPLICATE result, over the
 //     limit a RATE_LIMITED one, another worker's claim is waited out;
-//  3. send it through its channel, renewing the claim meanwhile;
-//  4. remember DELIVERED as done, or release the claim of a failure so that
-//     a replay from the dead-letter topic is sent again;
-//  5. dead-letter a failure, then publish the result.
+//  3. send it through its channel (Run renews the claim of a long send);
+//  4. release the claim of a failure so that a replay from the dead-letter
+//     topic is sent again, and dead-letter the record;
+//  5. publish the result, while (for DELIVERED) the done marker is written;
+//     both must be stored before Handle returns.
 //
 // Redis and Kafka failures are waited out with backoff, never counted as
 // attempts: Handle returns an error only when ctx ends, and the record is
 // then left uncommitted and redelivered.
 func (d *Dispatcher) Handle(ctx context.Context, rec *consume.Record[*notiflowv1.NotificationDue]) error {
 	due := rec.Value
-	out, err := d.dispatch(ctx, due)
+	out, remembered, err := d.dispatch(ctx, due)
 	if err != nil {
 		return err
 	}
@@ -172,6 +235,12 @@ func (d *Dispatcher) Handle(ctx context.Context, rec *consume.Record[*notiflowv1
 	if err := d.retry(ctx, "kafka", "publish result", func(ctx context.Context) error { return d.pub.Publish(ctx, res) }); err != nil {
 		return err
 	}
+	d.m.stage[stagePublish].Observe(d.opt.Now().Sub(now).Seconds())
+	if remembered != nil {
+		if err := remembered(ctx); err != nil {
+			return err
+		}
+	}
 	d.m.Results.WithLabelValues(domain.StatusName(out.Status), domain.ChannelName(due.Channel)).Inc()
 	if due.DueAtUs > 0 {
 		d.m.Latency.Observe(float64(res.LatencyUs) / 1e6)
@@ -179,27 +248,36 @@ func (d *Dispatcher) Handle(ctx context.Context, rec *consume.Record[*notiflowv1
 	return nil
 }
 
-// dispatch runs steps 1-4 of Handle and returns the outcome to publish.
-func (d *Dispatcher) dispatch(ctx context.Context, due *notiflowv1.NotificationDue) (domain.Outcome, error) {
+// dispatch runs steps 1-4 of Handle and returns the outcome to publish
+// and, when the done marker is still being written, a function waiting for
+// it (retrying until it is stored or ctx ends).
+func (d *Dispatcher) dispatch(ctx context.Context, due *notiflowv1.NotificationDue) (domain.Outcome, func(context.Context) error, error) {
 	body, err := d.render.Render(due.TemplateId, due.ParamsJson)
 	if err != nil {
-		return failure(err.Error()), nil
+		return failure(err.Error()), nil, nil
 	}
 	sender := d.senders[due.Channel]
 	if sender == nil {
 		o := failure(fmt.Sprintf("channel %s is not supported by this dispatcher", due.Channel))
 		o.Body = body
-		return o, nil
+		return o, nil, nil
 	}
 	token := d.tokenPrefix + strconv.FormatUint(d.seq.Add(1), 36)
+	t0 := d.opt.Now()
 	claim, err := d.claim(ctx, due, token)
+	t1 := d.opt.Now()
+	d.m.stage[stageClaim].Observe(t1.Sub(t0).Seconds())
+	if claim.State == domain.Claimed {
+		d.hold(due.NotificationId, token)
+		defer d.unhold(token)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return domain.Outcome{}, err
+			return domain.Outcome{}, nil, err
 		}
 		o := failure(err.Error())
 		o.Body = body
-		return o, nil
+		return o, nil, nil
 	}
 	switch claim.State {
 	case domain.Duplicate:
@@ -207,31 +285,43 @@ func (d *Dispatcher) dispatch(ctx context.Context, due *notiflowv1.NotificationD
 		return domain.Outcome{
 			Status: notiflowv1.Status_STATUS_DUPLICATE, OriginalStatus: claim.Previous.Status,
 			Attempts: claim.Previous.Attempts, ProviderCode: claim.Previous.ProviderCode, Body: body,
-		}, nil
+		}, nil, nil
 	case domain.RateLimited:
 		d.m.RateLimited.Inc()
-		return domain.Outcome{Status: notiflowv1.Status_STATUS_RATE_LIMITED, Err: "recipient over its rate limit", Body: body}, nil
+		return domain.Outcome{Status: notiflowv1.Status_STATUS_RATE_LIMITED, Err: "recipient over its rate limit", Body: body}, nil, nil
 	}
 
-	stop := d.keepClaim(due.NotificationId, token)
 	out, err := sender.Send(ctx, due, body)
-	stop()
+	t2 := d.opt.Now()
+	d.m.stage[stageSend].Observe(t2.Sub(t1).Seconds())
 	if err != nil {
 		// ctx ended before an outcome: give the claim back so that the
 		// redelivered record does not have to wait for it to expire.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		_ = d.dedup.Release(rctx, due.NotificationId, token)
 		cancel()
-		return domain.Outcome{}, err
+		return domain.Outcome{}, nil, err
 	}
 	out.Body = body
 	id := due.NotificationId
 	if out.Status == notiflowv1.Status_STATUS_DELIVERED {
-		err = d.retry(ctx, "redis", "mark done", func(ctx context.Context) error { return d.dedup.MarkDone(ctx, id, out) })
-	} else {
-		err = d.retry(ctx, "redis", "release claim", func(ctx context.Context) error { return d.dedup.Release(ctx, id, token) })
+		// The done marker is written while the result is published;
+		// Handle waits for both before it returns.
+		wait := d.dedup.StartMarkDone(ctx, id, out)
+		return out, func(ctx context.Context) error {
+			err := wait(ctx)
+			if err != nil && ctx.Err() == nil {
+				err = d.retry(ctx, "redis", "mark done", func(ctx context.Context) error {
+					return d.dedup.StartMarkDone(ctx, id, out)(ctx)
+				})
+			}
+			d.m.stage[stageRemember].Observe(d.opt.Now().Sub(t2).Seconds())
+			return err
+		}, nil
 	}
-	return out, err
+	err = d.retry(ctx, "redis", "release claim", func(ctx context.Context) error { return d.dedup.Release(ctx, id, token) })
+	d.m.stage[stageRemember].Observe(d.opt.Now().Sub(t2).Seconds())
+	return out, nil, err
 }
 
 func failure(reason string) domain.Outcome {
@@ -296,40 +386,6 @@ func (d *Dispatcher) depFailed(dep, op string, err error) {
 	now := time.Now().UnixNano()
 	if prev := last.Load(); now-prev > int64(5*time.Second) && last.CompareAndSwap(prev, now) {
 		d.log.Warn("dependency failing; records wait and retry", "dependency", dep, "op", op, "err", err)
-	}
-}
-
-// keepClaim renews the claim every third of the in-flight TTL until the
-// returned stop function is called, so that a long send (webhook retries)
-// keeps its claim and a redelivered copy waits instead of sending too.
-func (d *Dispatcher) keepClaim(id, token string) (stop func()) {
-	interval := d.opt.InflightTTL / 3
-	var mu sync.Mutex
-	stopped := false
-	var t *time.Timer
-	var renew func()
-	renew = func() {
-		ctx, cancel := context.WithTimeout(context.Background(), interval)
-		err := d.extend.Extend(ctx, id, token)
-		cancel()
-		if errors.Is(err, domain.ErrClaimLost) {
-			d.log.Warn("in-flight claim lost during a send; another worker may send the notification too", "notification_id", id)
-			return
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if !stopped {
-			t = time.AfterFunc(interval, renew)
-		}
-	}
-	mu.Lock()
-	t = time.AfterFunc(interval, renew)
-	mu.Unlock()
-	return func() {
-		mu.Lock()
-		stopped = true
-		t.Stop()
-		mu.Unlock()
 	}
 }
 

@@ -16,7 +16,19 @@ type Metrics struct {
 	RedisBatch     prometheus.Histogram
 	WebhookLatency *prometheus.HistogramVec // outcome
 	CircuitState   *prometheus.GaugeVec     // endpoint
+	// Stages times the steps of one record: claim (dedup + rate limit,
+	// including waits), send (provider), remember (done marker or
+	// release), publish (result produce until acknowledged).
+	Stages *prometheus.HistogramVec // stage
+	stage  [4]prometheus.Observer
 }
+
+const (
+	stageClaim = iota
+	stageSend
+	stageRemember
+	stagePublish
+)
 
 // NewMetrics creates the collectors and registers them with reg (nil:
 // not registered).
@@ -44,10 +56,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}, []string{"outcome"}),
 		CircuitState: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "webhook_circuit_state",
 			Help: "Circuit breaker state per webhook endpoint: 0 closed, 1 half-open, 2 open."}, []string{"endpoint"}),
+		Stages: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "stage_seconds",
+			Help:    "Duration of each step of dispatching one record (claim, send, remember, publish).",
+			Buckets: prometheus.ExponentialBuckets(0.00025, 2, 16)}, []string{"stage"}),
+	}
+	for i, name := range []string{"claim", "send", "remember", "publish"} {
+		m.stage[i] = m.Stages.WithLabelValues(name)
 	}
 	if reg != nil {
 		reg.MustRegister(m.Results, m.Latency, m.Duplicates, m.RateLimited, m.InflightWaits, m.DepErrors,
-			m.RedisBatch, m.WebhookLatency, m.CircuitState)
+			m.RedisBatch, m.WebhookLatency, m.CircuitState, m.Stages)
 	}
 	return m
 }

@@ -333,3 +333,26 @@ func CheckOrder(recipients []string, seqs []uint64) error {
 	}
 	return nil
 }
+
+// EndOffsets returns the sum of the end offsets (high watermarks) of the
+// topic's partitions: the number of records acknowledged so far on a fresh
+// topic, without reading them.
+func EndOffsets(ctx context.Context, brokers []string, topic string, partitions int) (int64, error) {
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 5 * time.Second}
+	reqs := make([]kafka.OffsetRequest, partitions)
+	for p := range reqs {
+		reqs[p] = kafka.LastOffsetOf(p)
+	}
+	resp, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: reqs}})
+	if err != nil {
+		return 0, err
+	}
+	var sum int64
+	for _, p := range resp.Topics[topic] {
+		if p.Error != nil {
+			return 0, p.Error
+		}
+		sum += p.LastOffset
+	}
+	return sum, nil
+}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"text/template"
 	"text/template/parse"
+	"unicode/utf8"
 )
 
 //go:embed builtin_templates.json
@@ -34,6 +35,17 @@ type compiled struct {
 	// no params, so the params JSON is not even decoded.
 	static   bool
 	constant string
+	// parts is set when the template is only text and {{.field}}
+	// actions (the common case): it is then rendered without reflection.
+	parts  []part
+	fields []string // distinct fields the parts refer to
+}
+
+// part is a piece of a simple template: literal text, or a param.
+type part struct {
+	text  string
+	field string
+	index int // of field in compiled.fields
 }
 
 // BuiltinTemplates returns the built-in template texts by id.
@@ -74,6 +86,19 @@ func NewTemplates(extra map[string]string) (*Templates, error) {
 		c := &compiled{t: tpl}
 		if s, ok := constantText(tpl); ok {
 			c.static, c.constant = true, s
+		} else {
+			c.parts = simpleParts(tpl)
+			for i, p := range c.parts {
+				if p.field == "" {
+					continue
+				}
+				j := slices.Index(c.fields, p.field)
+				if j < 0 {
+					j = len(c.fields)
+					c.fields = append(c.fields, p.field)
+				}
+				c.parts[i].index = j
+			}
 		}
 		t.set[id] = c
 	}
@@ -96,6 +121,31 @@ func constantText(tpl *template.Template) (string, bool) {
 	return b.String(), true
 }
 
+// simpleParts splits a template made only of text and {{.field}} actions
+// into parts; nil when it uses anything else.
+func simpleParts(tpl *template.Template) []part {
+	var parts []part
+	for _, n := range tpl.Root.Nodes {
+		switch n := n.(type) {
+		case *parse.TextNode:
+			parts = append(parts, part{text: string(n.Text)})
+		case *parse.ActionNode:
+			p := n.Pipe
+			if len(p.Decl) != 0 || len(p.Cmds) != 1 || len(p.Cmds[0].Args) != 1 {
+				return nil
+			}
+			f, ok := p.Cmds[0].Args[0].(*parse.FieldNode)
+			if !ok || len(f.Ident) != 1 {
+				return nil
+			}
+			parts = append(parts, part{field: f.Ident[0]})
+		default:
+			return nil
+		}
+	}
+	return parts
+}
+
 // IDs returns the known template ids, sorted.
 func (t *Templates) IDs() []string { return slices.Sorted(maps.Keys(t.set)) }
 
@@ -109,6 +159,73 @@ func (t *Templates) Render(id string, params []byte) (string, error) {
 	if c.static {
 		return c.constant, nil
 	}
+	if c.parts != nil {
+		if out, ok, err := c.renderSimple(id, params); ok {
+			return out, err
+		}
+	}
+	return c.render(id, params)
+}
+
+// renderSimple renders a simple template with string, number and boolean
+// params, printed as text/template would print them. ok is false when a
+// param is of another kind (null, object, array): the caller then takes
+// the general path.
+func (c *compiled) renderSimple(id string, params []byte) (string, bool, error) {
+	values := make([][]byte, len(c.fields))
+	if p := bytes.TrimSpace(params); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
+		if !json.Valid(p) || p[0] != '{' {
+			var v map[string]any
+			err := json.Unmarshal(p, &v)
+			return "", true, fmt.Errorf("%w %q: params are not a JSON object: %v", ErrRender, id, err)
+		}
+		scanObject(p, func(key, val []byte) {
+			if bytes.IndexByte(key, '\\') >= 0 {
+				var k string
+				if json.Unmarshal(append(append([]byte{'"'}, key...), '"'), &k) != nil {
+					return
+				}
+				key = []byte(k)
+			}
+			for i, f := range c.fields {
+				if string(key) == f {
+					values[i] = val
+				}
+			}
+		})
+	}
+	var b strings.Builder
+	for _, pt := range c.parts {
+		if pt.field == "" {
+			b.WriteString(pt.text)
+			continue
+		}
+		v := values[pt.index]
+		if v == nil {
+			return "", true, fmt.Errorf("%w %q: map has no entry for key %q", ErrRender, id, pt.field)
+		}
+		switch v[0] {
+		case '"':
+			if bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v) {
+				b.Write(v[1 : len(v)-1])
+				continue
+			}
+			var s string
+			if err := json.Unmarshal(v, &s); err != nil {
+				return "", false, nil
+			}
+			b.WriteString(s)
+		case 't', 'f', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+			b.Write(v) // numbers keep their exact text, like json.Number
+		default:
+			return "", false, nil
+		}
+	}
+	return b.String(), true, nil
+}
+
+// render is the general path: decode params, execute the template.
+func (c *compiled) render(id string, params []byte) (string, error) {
 	data := map[string]any{}
 	if p := bytes.TrimSpace(params); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
 		dec := json.NewDecoder(bytes.NewReader(p))
@@ -116,10 +233,81 @@ func (t *Templates) Render(id string, params []byte) (string, error) {
 		if err := dec.Decode(&data); err != nil {
 			return "", fmt.Errorf("%w %q: params are not a JSON object: %v", ErrRender, id, err)
 		}
+		if dec.InputOffset() != int64(len(p)) {
+			return "", fmt.Errorf("%w %q: params are not a JSON object: data after the object", ErrRender, id)
+		}
 	}
 	var b strings.Builder
 	if err := c.t.Execute(&b, data); err != nil {
 		return "", fmt.Errorf("%w %q: %v", ErrRender, id, err)
 	}
 	return b.String(), nil
+}
+
+// scanObject calls fn with the raw key (without quotes, escapes kept) and
+// the raw value of every member of the JSON object p, which must be valid
+// JSON (json.Valid) starting with '{'. Nested values are passed whole.
+func scanObject(p []byte, fn func(key, val []byte)) {
+	i := skipSpace(p, 1)
+	for i < len(p) && p[i] != '}' {
+		kEnd := endOfString(p, i)
+		key := p[i+1 : kEnd-1]
+		i = skipSpace(p, kEnd) + 1 // ':'
+		i = skipSpace(p, i)
+		vEnd := endOfValue(p, i)
+		fn(key, p[i:vEnd])
+		i = skipSpace(p, vEnd)
+		if i < len(p) && p[i] == ',' {
+			i = skipSpace(p, i+1)
+		}
+	}
+}
+
+func skipSpace(p []byte, i int) int {
+	for i < len(p) && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// endOfString returns the index after the string starting at p[i] == '"'.
+func endOfString(p []byte, i int) int {
+	for j := i + 1; j < len(p); j++ {
+		switch p[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return len(p)
+}
+
+// endOfValue returns the index after the value starting at p[i].
+func endOfValue(p []byte, i int) int {
+	switch p[i] {
+	case '"':
+		return endOfString(p, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(p); j++ {
+			switch p[j] {
+			case '"':
+				j = endOfString(p, j) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return len(p)
+	}
+	j := i
+	for j < len(p) && p[j] != ',' && p[j] != '}' && p[j] != ']' && p[j] != ' ' && p[j] != '\t' && p[j] != '\n' && p[j] != '\r' {
+		j++
+	}
+	return j
 }

@@ -36,8 +36,10 @@ func TestRender(t *testing.T) {
 	}{
 		{name: "override wins", id: "welcome", params: `{"name":"Ada","age":36}`, want: "Hi Ada, you are 36"},
 		{name: "static ignores params", id: "plain", params: `not json`, want: "static text"},
-		{name: "bench without n", id: "bench", params: ``, want: "notiflow benchmark notification"},
-		{name: "bench with n", id: "bench", params: `{"n":7}`, want: "notiflow benchmark notification #7"},
+		{name: "bench ignores params", id: "bench", params: `{"n":7}`, want: "notiflow benchmark notification"},
+		{name: "reminder", id: "reminder", params: `{"name":"Alice","what":"stand-up"}`, want: "Reminder for Alice: stand-up"},
+		{name: "escaped string", id: "welcome", params: `{"name":"A\"da \u00e9","age":true}`, want: "Hi A\"da é, you are true"},
+		{name: "object param takes the general path", id: "welcome", params: `{"name":{"a":1},"age":1}`, want: "Hi map[a:1], you are 1"},
 		{name: "large number kept exact", id: "digest", params: `{"count":12345678901234567890}`, want: "You have 12345678901234567890 new items since your last visit."},
 		{name: "unknown", id: "nope", params: `{}`, wantErr: ErrUnknownTemplate},
 		{name: "missing param", id: "welcome", params: `{"name":"Ada"}`, wantErr: ErrRender},
@@ -88,4 +90,63 @@ func TestMarkers(t *testing.T) {
 			t.Errorf("ParseMarker(%q) = %v, want ErrBadMarker", bad, err)
 		}
 	}
+}
+
+// The reflection-free path for simple templates prints what text/template
+// prints.
+func TestSimpleTemplatesMatchTextTemplate(t *testing.T) {
+	t.Parallel()
+	tpls, err := NewTemplates(map[string]string{"t": "a{{.s}}b{{.n}}c{{.b}}{{.s}}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := tpls.set["t"]
+	if c.parts == nil {
+		t.Fatal("template not recognised as simple")
+	}
+	for _, params := range []string{
+		`{"s":"x","n":1,"b":true}`,
+		`{"s":"h\u00e9llo \"q\"","n":-1.5e3,"b":false}`,
+		`{"s":"ünïcode","n":12345678901234567890,"b":true,"extra":[1]}`,
+		`  {"s":"","n":0,"b":false}  `,
+		`{ "x" : {"s":"inner","n":[1,"]}"]} , "s" : "a,b}" , "n" : 2 , "b" : true , "y":"\\"}`,
+		`{"\u0073":"escaped key","n":1,"b":true}`,
+		`{"s":"first","s":"last","n":1,"b":true}`,
+	} {
+		fast, ok, ferr := c.renderSimple("t", []byte(params))
+		slow, serr := c.render("t", []byte(params))
+		if !ok || ferr != nil || serr != nil || fast != slow {
+			t.Errorf("%s: simple %q (%v, %v), general %q (%v)", params, fast, ok, ferr, slow, serr)
+		}
+	}
+	for _, params := range []string{`{"s":"x","n":1}`, `[1]`, `{"s":`} {
+		_, _, ferr := c.renderSimple("t", []byte(params))
+		_, serr := c.render("t", []byte(params))
+		if !errors.Is(ferr, ErrRender) || !errors.Is(serr, ErrRender) {
+			t.Errorf("%s: simple %v, general %v; want ErrRender from both", params, ferr, serr)
+		}
+	}
+}
+
+// FuzzSimpleTemplate checks that the reflection-free path agrees with
+// text/template whenever it takes the input.
+func FuzzSimpleTemplate(f *testing.F) {
+	for _, s := range []string{`{"s":"x","n":1,"b":true}`, `{"s":"a\"b","n":-0.5,"b":false,"z":{"s":1}}`, `{}`, `null`, `[]`, `{"s":"\ud83d\ude00","n":1e5,"b":true}`} {
+		f.Add(s)
+	}
+	tpls, err := NewTemplates(map[string]string{"t": "<{{.s}}|{{.n}}|{{.b}}>"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	c := tpls.set["t"]
+	f.Fuzz(func(t *testing.T, params string) {
+		fast, ok, ferr := c.renderSimple("t", []byte(params))
+		if !ok {
+			return
+		}
+		slow, serr := c.render("t", []byte(params))
+		if (ferr == nil) != (serr == nil) || fast != slow {
+			t.Fatalf("%q: simple %q (%v), general %q (%v)", params, fast, ferr, slow, serr)
+		}
+	})
 }

@@ -30,19 +30,25 @@ import (
 	"github.com/notiflow/notiflow/services/dispatcher/internal/ports"
 )
 
+// resultBatchSize bounds the records of one produce request per partition.
+const resultBatchSize = 64
+
 // Service is one dispatcher process's components. Build it with New, run it
 // once with Run.
 type Service struct {
-	cfg      config.Config
-	log      *slog.Logger
-	reg      *prometheus.Registry
-	health   *obs.Health
-	rdb      *redis.Client
-	batcher  *adapters.Batcher
-	writer   *kafka.Writer
-	webhook  *adapters.Webhook
-	consumer *consume.Consumer[*notiflowv1.NotificationDue]
-	mux      *http.ServeMux
+	cfg     config.Config
+	log     *slog.Logger
+	reg     *prometheus.Registry
+	health  *obs.Health
+	rdb     *redis.Client
+	batcher *adapters.Batcher
+	results *adapters.Results
+	writer  *kafka.Writer
+	// dispatcher renews the claims of long sends (its Run).
+	dispatcher *app.Dispatcher
+	webhook    *adapters.Webhook
+	consumer   *consume.Consumer[*notiflowv1.NotificationDue]
+	mux        *http.ServeMux
 }
 
 // LoadTemplates parses the built-in templates and, when file is set, the
@@ -114,6 +120,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 	}
 	s.writer = kafkax.NewWriter(cfg.Kafka.Brokers, kafkax.WriterOptions{
 		WriteTimeout: cfg.Kafka.WriteTimeout, MaxMessageBytes: cfg.Kafka.MaxMessageBytes,
+		// kafka-go allocates room for BatchSize messages for every batch;
+		// results arrive one by one and a partition's batch rarely holds
+		// more than a few dozen, so the default of 1000 made the writer the
+		// largest allocator (and a fuller batch is simply followed by the
+		// next one).
+		BatchSize: resultBatchSize,
 	})
 	dlq := kafkax.NewDeadLetter(s.writer, cfg.Kafka.TopicDLQ, "dispatcher")
 	senders := map[notiflowv1.Channel]app.Sender{
@@ -124,9 +136,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 			BackoffMin: 50 * time.Millisecond, BackoffMax: 2 * time.Second,
 		},
 	}
-	d := app.New(store, store, templates, senders, adapters.NewResults(s.writer, cfg.Kafka.TopicDispatched), dlq, m, log,
-		app.Options{InflightTTL: cfg.InflightTTL})
-	s.consumer, err = ports.NewConsumer(cfg, consume.HandlerFunc[*notiflowv1.NotificationDue](d.Handle), dlq, log, reg)
+	s.results = adapters.NewResults(s.writer, cfg.Kafka.TopicDispatched, cfg.Kafka.MaxMessageBytes)
+	s.dispatcher = app.New(store, store, templates, senders, s.results, dlq, m, log, app.Options{InflightTTL: cfg.InflightTTL})
+	s.consumer, err = ports.NewConsumer(cfg, consume.HandlerFunc[*notiflowv1.NotificationDue](s.dispatcher.Handle), dlq, log, reg)
 	if err != nil {
 		s.close()
 		return nil, err
@@ -185,8 +197,8 @@ func (s *Service) Handler() http.Handler { return s.mux }
 //  2. the consumer stops fetching, lets running records finish within
 //     NOTIFLOW_DRAIN_TIMEOUT (then abandons them uncommitted), commits and
 //     leaves the group;
-//  3. the Redis batcher stops (no record needs it any more), the HTTP
-//     server shuts down;
+//  3. the Redis batcher, the result publisher and the claim keeper stop
+//     (no record needs them any more), the HTTP server shuts down;
 //  4. the Kafka writer and the Redis client are closed.
 //
 // Run returns an error when a component fails, or when the shutdown takes
@@ -199,6 +211,8 @@ func (s *Service) Run(ctx context.Context, ln net.Listener) error {
 			return fmt.Errorf("listen on %s (NOTIFLOW_HTTP_ADDR): %w", s.cfg.HTTPAddr, err)
 		}
 	}
+	// The helpers records need (Redis batcher, result publisher, claim
+	// keeper) outlive the consumer: they stop once it has drained.
 	batchCtx, stopBatcher := context.WithCancel(context.Background())
 	defer stopBatcher()
 	httpCtx, stopHTTP := context.WithCancel(context.Background())
@@ -216,6 +230,8 @@ func (s *Service) Run(ctx context.Context, ln net.Listener) error {
 		return s.consumer.Run(gctx) // 2.
 	})
 	g.Go(func() error { return s.batcher.Run(batchCtx) })
+	g.Go(func() error { return s.results.Run(batchCtx) })
+	g.Go(func() error { return s.dispatcher.Run(batchCtx) })
 	g.Go(func() error { return obs.ServeListener(httpCtx, ln, s.mux, 2*time.Second) })
 	s.log.Info("dispatcher started", "http_addr", ln.Addr().String())
 

@@ -1,0 +1,295 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/notiflow/notiflow/lib/testkit"
+	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
+	"github.com/notiflow/notiflow/services/dispatcher/internal/dispatchtest"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// binary builds the dispatcher once per test binary and returns its path.
+func binary(tb testing.TB) string {
+	tb.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "dispatcher-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "dispatcher")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		tb.Fatal(buildErr)
+	}
+	return binPath
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		_ = os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
+func freeAddr(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// proc is a dispatcher subprocess.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	addr string
+	log  string
+	done chan struct{} // closed when the process exited; err is then set
+	err  error
+}
+
+// startProc runs the binary with env (NOTIFLOW_* of the test process are
+// not inherited) and stops it with SIGKILL at cleanup if still running.
+func startProc(tb testing.TB, name string, env map[string]string) *proc {
+	tb.Helper()
+	p := &proc{name: name, addr: freeAddr(tb), log: filepath.Join(tb.TempDir(), name+".log"), done: make(chan struct{})}
+	logf, err := os.Create(p.log)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p.cmd = exec.Command(binary(tb))
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "NOTIFLOW_") {
+			p.cmd.Env = append(p.cmd.Env, kv)
+		}
+	}
+	env["NOTIFLOW_HTTP_ADDR"] = p.addr
+	for k, v := range env {
+		p.cmd.Env = append(p.cmd.Env, k+"="+v)
+	}
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	if err := p.cmd.Start(); err != nil {
+		tb.Fatalf("start %s: %v", name, err)
+	}
+	go func() { p.err = p.cmd.Wait(); logf.Close(); close(p.done) }()
+	tb.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		if tb.Failed() {
+			data, _ := os.ReadFile(p.log)
+			lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+			tb.Logf("last log lines of %s:\n%s", name, strings.Join(lines[max(0, len(lines)-30):], "\n"))
+		}
+	})
+	return p
+}
+
+func (p *proc) get(path string) (int, string, error) {
+	c := http.Client{Timeout: 3 * time.Second}
+	resp, err := c.Get("http://" + p.addr + path)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), nil
+}
+
+// metric returns the sum of the series of name on p's /metrics.
+func (p *proc) metric(name string) float64 {
+	_, body, err := p.get("/metrics")
+	if err != nil {
+		return -1
+	}
+	sum := 0.0
+	sc := bufio.NewScanner(strings.NewReader(body))
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, name+"{") || strings.HasPrefix(line, name+" ") {
+			f := strings.Fields(line)
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			sum += v
+		}
+	}
+	return sum
+}
+
+func (p *proc) waitReady(tb testing.TB) {
+	tb.Helper()
+	testkit.Eventually(tb, 60*time.Second, func() error {
+		code, body, err := p.get("/readyz")
+		if err != nil || code != http.StatusOK {
+			return fmt.Errorf("%s /readyz: %d %q %v", p.name, code, body, err)
+		}
+		return nil
+	})
+}
+
+// baseEnv is the configuration of a test's dispatcher processes.
+func baseEnv(tb testing.TB, partitions int) map[string]string {
+	brokers := testkit.KafkaBrokers(tb)
+	_, prefix := testkit.Redis(tb)
+	return map[string]string{
+		"NOTIFLOW_KAFKA_BROKERS":    strings.Join(brokers, ","),
+		"NOTIFLOW_KAFKA_PARTITIONS": strconv.Itoa(partitions),
+		"NOTIFLOW_TOPIC_DUE":        testkit.Topic(tb, brokers, partitions),
+		"NOTIFLOW_TOPIC_DISPATCHED": testkit.Topic(tb, brokers, partitions),
+		"NOTIFLOW_TOPIC_DLQ":        testkit.Topic(tb, brokers, 1),
+		"NOTIFLOW_GROUP":            testkit.Group(tb),
+		"NOTIFLOW_REDIS_ADDR":       testkit.RedisAddr(tb),
+		"NOTIFLOW_REDIS_PREFIX":     prefix,
+		"NOTIFLOW_WEBHOOK_ALLOW":    "127.0.0.1/32",
+		"NOTIFLOW_COMMIT_INTERVAL":  "100ms",
+		"NOTIFLOW_DRAIN_TIMEOUT":    "5s",
+		"NOTIFLOW_SHUTDOWN_TIMEOUT": "15s",
+		"NOTIFLOW_LOG_LEVEL":        "info",
+	}
+}
+
+// Two dispatcher processes share the group; one is SIGKILLed mid-run.
+// Every notification still gets a result, every recipient's notifications
+// reach the receiver in order, and a notification is only sent again when
+// the killed process may have sent it without marking it done (its first
+// call came before the kill). The survivor then stops cleanly on SIGTERM.
+func TestTwoProcessesOneKilled(t *testing.T) {
+	t.Parallel()
+	const partitions, recipients, perRecipient = 6, 150, 20
+	env := baseEnv(t, partitions)
+	env["NOTIFLOW_INFLIGHT_TTL"] = "2s"
+	env["NOTIFLOW_WORKERS"] = "8"
+	rcv := dispatchtest.NewReceiver(t, func(dispatchtest.Call, int) int {
+		time.Sleep(3 * time.Millisecond)
+		return http.StatusOK
+	})
+	brokers := strings.Split(env["NOTIFLOW_KAFKA_BROKERS"], ",")
+	results := dispatchtest.Collect(t, brokers, env["NOTIFLOW_TOPIC_DISPATCHED"], partitions)
+
+	a := startProc(t, "a", env)
+	b := startProc(t, "b", env)
+	a.waitReady(t)
+	b.waitReady(t)
+
+	var dues []*notiflowv1.NotificationDue
+	for s := range perRecipient {
+		for r := range recipients {
+			dues = append(dues, dispatchtest.Due(fmt.Sprintf("k-%d-%d", r, s), fmt.Sprintf("r%d", r), uint64(s+1), notiflowv1.Channel_CHANNEL_WEBHOOK, "bench", rcv.URL+"/hook", ""))
+		}
+	}
+	dispatchtest.Produce(t, brokers, env["NOTIFLOW_TOPIC_DUE"], dues)
+
+	// Kill a once it is busy and a good share is done.
+	testkit.Eventually(t, 60*time.Second, func() error {
+		if n := results.Len(); n < len(dues)/4 || a.metric("notiflow_dispatcher_results_total") < 1 {
+			return fmt.Errorf("%d results, a has %v", n, a.metric("notiflow_dispatcher_results_total"))
+		}
+		return nil
+	})
+	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatalf("kill a: %v", err)
+	}
+	killedAt := time.Now()
+	<-a.done
+	t.Logf("killed a after %d results", results.Len())
+
+	// Every notification gets a result.
+	var rs []*notiflowv1.NotificationDispatched
+	testkit.Eventually(t, 120*time.Second, func() error {
+		rs = dispatchtest.Results(t, results.Records())
+		ids := map[string]bool{}
+		for _, r := range rs {
+			ids[r.NotificationId] = true
+		}
+		if len(ids) < len(dues) {
+			return fmt.Errorf("%d of %d notifications have a result", len(ids), len(dues))
+		}
+		return nil
+	})
+
+	// Results topic: first results per notification in order per recipient.
+	seen := map[string]bool{}
+	var recs []string
+	var seqs []uint64
+	statuses := map[notiflowv1.Status]int{}
+	for _, r := range rs {
+		statuses[r.Status]++
+		if r.Status != notiflowv1.Status_STATUS_DELIVERED && r.Status != notiflowv1.Status_STATUS_DUPLICATE {
+			t.Fatalf("%s: %s (%s)", r.NotificationId, r.Status, r.Error)
+		}
+		if !seen[r.NotificationId] {
+			seen[r.NotificationId] = true
+			recs, seqs = append(recs, r.RecipientId), append(seqs, r.Sequence)
+		}
+	}
+	if err := dispatchtest.CheckOrder(recs, seqs); err != nil {
+		t.Fatalf("results topic: %v", err)
+	}
+
+	// Receiver: first calls in order per recipient, complete; repeats only
+	// of notifications first called before the kill.
+	calls := rcv.Calls()
+	first := map[string]time.Time{}
+	recs, seqs = recs[:0], seqs[:0]
+	resent := 0
+	for _, c := range calls {
+		if at, ok := first[c.NotificationID]; ok {
+			resent++
+			if at.After(killedAt) {
+				t.Fatalf("%s sent again although its first send (%s) came after the kill", c.NotificationID, at.Format(time.StampMicro))
+			}
+			continue
+		}
+		first[c.NotificationID] = c.At
+		recs, seqs = append(recs, c.RecipientID), append(seqs, c.Sequence)
+	}
+	if len(first) != len(dues) {
+		t.Fatalf("receiver saw %d notifications, want %d", len(first), len(dues))
+	}
+	if err := dispatchtest.CheckOrder(recs, seqs); err != nil {
+		t.Fatalf("receiver: %v", err)
+	}
+	t.Logf("%d results (%v), %d calls, %d sent again after the kill (at most a's in-flight work)", len(rs), statuses, len(calls), resent)
+	if resent > 8 {
+		t.Fatalf("%d notifications sent twice; a had at most 8 workers sending", resent)
+	}
+
+	// The survivor drains and exits 0 on SIGTERM, within the shutdown timeout.
+	if err := b.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-b.done:
+		if b.err != nil {
+			t.Fatalf("b exited with %v after SIGTERM, want 0", b.err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("b did not exit within 20s of SIGTERM")
+	}
+}
