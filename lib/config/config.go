@@ -18,7 +18,8 @@ type Lookup func(name string) (string, bool)
 // process environment. See LoadFrom.
 func Load(cfg any) error { return LoadFrom(os.LookupEnv, cfg) }
 
-// LoadFrom fills the tagged fields of cfg from lookup. A field tagged
+// LoadFrom fills the tagged fields of cfg from lookup (the process
+// environment when lookup is nil). A field tagged
 // `env:"NAME"` takes the variable NAME when it is set and non-empty, else the
 // field's `default` tag, else keeps its current value. Nested structs
 // without an env tag are walked. Supported kinds: string, bool, signed and
@@ -28,6 +29,9 @@ func LoadFrom(lookup Lookup, cfg any) error {
 	v := reflect.ValueOf(cfg)
 	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
 		return fmt.Errorf("config: Load needs a pointer to a struct, got %T", cfg)
+	}
+	if lookup == nil {
+		lookup = os.LookupEnv
 	}
 	var errs []error
 	walk(v.Elem(), func(f reflect.Value, sf reflect.StructField, name string) {
