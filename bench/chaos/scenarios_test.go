@@ -176,7 +176,7 @@ func (w *world) lockHolder(t *testing.T) *harness.Proc {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		for _, p := range w.stack.Procs("scheduler") {
-			if p.Running() && metricValue(p.Addr, "scheduler_lock_held") == 1 {
+			if p.Running() && metricValue(p.Addr, "notiflow_scheduler_lock_held") == 1 {
 				return p
 			}
 		}

@@ -230,7 +230,7 @@ func TestGrafanaDashboard(t *testing.T) {
 	// group, DLQ rate, batch sizes, flush latency, webhook latency and
 	// circuit state.
 	for _, m := range []string{
-		"scheduler_published_total", "notiflow_consumer_records_processed_total", "notiflow_dispatcher_results_total", "notiflow_sink_results_total",
+		"notiflow_scheduler_published_total", "notiflow_consumer_records_processed_total", "notiflow_dispatcher_results_total", "notiflow_sink_results_total",
 		"notiflow_consumer_lag", "notiflow_consumer_records_dead_lettered_total", "notiflow_consumer_batch_size",
 		"notiflow_sink_flush_seconds", "notiflow_dispatcher_webhook_request_seconds", "notiflow_dispatcher_webhook_circuit_state",
 	} {
