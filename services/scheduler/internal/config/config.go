@@ -33,6 +33,14 @@ const (
 	DefaultOutboxRetention  = time.Hour
 	DefaultShutdownTimeout  = 20 * time.Second
 	DefaultMySQLMaxConns    = 16
+
+	DefaultRedisPrefix           = "notiflow:"
+	DefaultDispatcherGroup       = "notiflow-dispatcher"
+	DefaultSinkGroup             = "notiflow-sink"
+	DefaultBenchLead             = 5 * time.Second
+	DefaultBenchStall            = 60 * time.Second
+	DefaultBenchSample           = 250 * time.Millisecond
+	DefaultBenchMaxNotifications = 1000000
 )
 
 // Config is the scheduler's configuration. Load it with Load, then call
@@ -63,6 +71,18 @@ type Config struct {
 	MaxBulkBodyBytes int64 `env:"NOTIFLOW_MAX_BULK_BODY_BYTES" default:"33554432"`
 
 	ShutdownTimeout time.Duration `env:"NOTIFLOW_SHUTDOWN_TIMEOUT" default:"20s"`
+
+	// Benchmark runs (POST /admin/benchmarks). The scheduler observes the
+	// other services' progress through their Redis prefix and consumer
+	// groups; these must match the dispatcher's NOTIFLOW_REDIS_PREFIX and
+	// NOTIFLOW_GROUP and the sink's NOTIFLOW_GROUP.
+	RedisPrefix           string        `env:"NOTIFLOW_REDIS_PREFIX" default:"notiflow:"`
+	DispatcherGroup       string        `env:"NOTIFLOW_DISPATCHER_GROUP" default:"notiflow-dispatcher"`
+	SinkGroup             string        `env:"NOTIFLOW_SINK_GROUP" default:"notiflow-sink"`
+	BenchLead             time.Duration `env:"NOTIFLOW_BENCH_LEAD" default:"5s"`
+	BenchStall            time.Duration `env:"NOTIFLOW_BENCH_STALL" default:"60s"`
+	BenchSample           time.Duration `env:"NOTIFLOW_BENCH_SAMPLE" default:"250ms"`
+	BenchMaxNotifications int           `env:"NOTIFLOW_BENCH_MAX_NOTIFICATIONS" default:"1000000"`
 
 	Kafka kafkax.Config
 }
@@ -141,6 +161,24 @@ func (c Config) Validate() error {
 	if c.ShutdownTimeout < time.Second {
 		add("NOTIFLOW_SHUTDOWN_TIMEOUT", "must be at least 1s, got %s", c.ShutdownTimeout)
 	}
+	if c.DispatcherGroup == "" {
+		add("NOTIFLOW_DISPATCHER_GROUP", "must not be empty")
+	}
+	if c.SinkGroup == "" {
+		add("NOTIFLOW_SINK_GROUP", "must not be empty")
+	}
+	if c.BenchLead < 0 || c.BenchLead > time.Hour {
+		add("NOTIFLOW_BENCH_LEAD", "must be between 0s and 1h, got %s", c.BenchLead)
+	}
+	if c.BenchStall < time.Second {
+		add("NOTIFLOW_BENCH_STALL", "must be at least 1s, got %s", c.BenchStall)
+	}
+	if c.BenchSample < 10*time.Millisecond || c.BenchSample > 10*time.Second {
+		add("NOTIFLOW_BENCH_SAMPLE", "must be between 10ms and 10s, got %s", c.BenchSample)
+	}
+	if c.BenchMaxNotifications < 1 || c.BenchMaxNotifications > 10000000 {
+		add("NOTIFLOW_BENCH_MAX_NOTIFICATIONS", "must be between 1 and 10000000, got %d", c.BenchMaxNotifications)
+	}
 	if err := c.Kafka.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -173,5 +211,10 @@ func (c Config) LogValue() slog.Value {
 		slog.Any("kafka_brokers", c.Kafka.Brokers),
 		slog.String("topic_due", c.Kafka.TopicDue),
 		slog.Int("partitions", c.Kafka.Partitions),
+		slog.String("redis_prefix", c.RedisPrefix),
+		slog.String("dispatcher_group", c.DispatcherGroup),
+		slog.String("sink_group", c.SinkGroup),
+		slog.Duration("bench_lead", c.BenchLead),
+		slog.Duration("bench_stall", c.BenchStall),
 	)
 }

@@ -26,6 +26,14 @@ func TestValidate(t *testing.T) {
 			give: map[string]string{"NOTIFLOW_API_TOKEN": "x", "NOTIFLOW_CLAIM_BATCH": "0", "NOTIFLOW_TICK": "1ms", "NOTIFLOW_LOCK_TTL": "10ms", "NOTIFLOW_KAFKA_PARTITIONS": "0"},
 			want: []string{"NOTIFLOW_CLAIM_BATCH", "NOTIFLOW_TICK", "NOTIFLOW_LOCK_TTL", "NOTIFLOW_KAFKA_PARTITIONS"},
 		},
+		{
+			name: "bad benchmark settings name their variables",
+			give: map[string]string{
+				"NOTIFLOW_API_TOKEN": "x", "NOTIFLOW_BENCH_LEAD": "-1s",
+				"NOTIFLOW_BENCH_STALL": "10ms", "NOTIFLOW_BENCH_SAMPLE": "1ms", "NOTIFLOW_BENCH_MAX_NOTIFICATIONS": "0",
+			},
+			want: []string{"NOTIFLOW_BENCH_LEAD", "NOTIFLOW_BENCH_STALL", "NOTIFLOW_BENCH_SAMPLE", "NOTIFLOW_BENCH_MAX_NOTIFICATIONS"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -63,7 +71,10 @@ func TestDefaults(t *testing.T) {
 		c.LockTTL != DefaultLockTTL || c.LockKey != DefaultLockKey || c.BulkMax != DefaultBulkMax || !c.CollapseMissed || !c.ScanEnabled ||
 		c.RelayBatch != DefaultRelayBatch || c.MaxParamsBytes != DefaultMaxParamsBytes || c.OutboxRetention != DefaultOutboxRetention ||
 		c.ShutdownTimeout != DefaultShutdownTimeout || c.MaxCatchUp != DefaultMaxCatchUp || c.MySQLMaxConns != DefaultMySQLMaxConns ||
-		c.MaxBulkBodyBytes != DefaultMaxBulkBodyBytes || c.RedisAddr != DefaultRedisAddr || c.Kafka.TopicDue != "notify.due.v1" {
+		c.MaxBulkBodyBytes != DefaultMaxBulkBodyBytes || c.RedisAddr != DefaultRedisAddr || c.Kafka.TopicDue != "notify.due.v1" ||
+		c.RedisPrefix != DefaultRedisPrefix || c.DispatcherGroup != DefaultDispatcherGroup || c.SinkGroup != DefaultSinkGroup ||
+		c.BenchLead != DefaultBenchLead || c.BenchStall != DefaultBenchStall || c.BenchSample != DefaultBenchSample ||
+		c.BenchMaxNotifications != DefaultBenchMaxNotifications {
 		t.Fatalf("defaults differ from the named constants: %+v", c)
 	}
 }
