@@ -81,6 +81,41 @@ var migrations = []migration{
 			`INSERT IGNORE INTO outbox_claim_lock (id) VALUES (1)`,
 		},
 	},
+	{
+		version: 2,
+		name:    "benchmark_runs",
+		stmts: []string{
+			// One row per benchmark run (internal/benchrun). active is 1
+			// while the run is not final and NULL after: the unique key lets
+			// one run at a time exist across replicas. heartbeat_at is
+			// renewed by the replica watching the run; a stale one means that
+			// replica died. target_min_id..target_max_id is the id range of
+			// the run's targets; targets_exclusive says no other target has
+			// an id in it (then the range alone selects the run's outbox rows).
+			`CREATE TABLE IF NOT EXISTS benchmark_runs (
+				id                CHAR(36) CHARACTER SET ascii NOT NULL,
+				status            VARCHAR(16)  NOT NULL,
+				active            TINYINT UNSIGNED NULL,
+				params            TEXT         NOT NULL,
+				created_at        DATETIME(6)  NOT NULL,
+				due_at            DATETIME(6)  NULL,
+				setup_sec         DOUBLE       NOT NULL DEFAULT 0,
+				finished_at       DATETIME(6)  NULL,
+				targets_created   BIGINT UNSIGNED NOT NULL DEFAULT 0,
+				target_min_id     BIGINT UNSIGNED NULL,
+				target_max_id     BIGINT UNSIGNED NULL,
+				targets_exclusive TINYINT(1)   NOT NULL DEFAULT 0,
+				owner             VARCHAR(191) NOT NULL,
+				heartbeat_at      DATETIME(6)  NOT NULL,
+				progress          TEXT         NULL,
+				report            MEDIUMTEXT   NULL,
+				error             VARCHAR(1024) NULL,
+				PRIMARY KEY (id),
+				UNIQUE KEY uq_benchmark_runs_active (active),
+				KEY idx_benchmark_runs_created (created_at)
+			) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
+		},
+	},
 }
 
 // Migrate brings the schema to the latest version. Replicas starting at
