@@ -36,7 +36,8 @@ import (
 // DISPATCH_BENCH_PROFILE=file.pprof saves a 10 s CPU profile of the first
 // replica taken mid-run; DISPATCH_BENCH_METRICS=file saves the replicas'
 // /metrics at the end, DISPATCH_BENCH_ALLOCS=file the first replica's
-// allocation profile.
+// allocation profile; DISPATCH_BENCH_BINARY=path runs another build of the
+// dispatcher (A/B comparisons).
 func BenchmarkDispatch100k(b *testing.B) {
 	for _, sc := range []struct {
 		name     string

@@ -30,6 +30,9 @@ var (
 // binary builds the dispatcher once per test binary and returns its path.
 func binary(tb testing.TB) string {
 	tb.Helper()
+	if path := os.Getenv("DISPATCH_BENCH_BINARY"); path != "" {
+		return path // benchmarks only: compare another build
+	}
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "dispatcher-bin-")
 		if err != nil {

@@ -213,29 +213,39 @@ func (s *Store) StartMarkDone(ctx context.Context, id string, o domain.Outcome) 
 // ExtendMany renews the claims of several notifications (id -> token) in
 // one round trip. It returns how many were no longer held.
 func (s *Store) ExtendMany(ctx context.Context, claims map[string]string) (lost int, err error) {
-	cmds := make([]redis.Cmder, 0, len(claims))
-	for id, token := range claims {
-		cmds = append(cmds, redis.NewCmd(ctx, "evalsha", ownerScript.Hash(), 1, s.dedupKey(id), domain.InflightMarker(token), "extend", s.inTTL))
-	}
-	if err := s.b.Do(ctx, cmds...); err != nil {
-		return 0, fmt.Errorf("extend %d claims: %w", len(claims), err)
-	}
-	for _, c := range cmds {
-		err := c.Err()
-		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			if lerr := ownerScript.Load(ctx, s.rdb).Err(); lerr != nil {
-				return 0, fmt.Errorf("load redis script: %w", lerr)
-			}
-			return s.ExtendMany(ctx, claims)
+	for try := 0; ; try++ {
+		cmds := make([]*redis.Cmd, 0, len(claims))
+		cmders := make([]redis.Cmder, 0, len(claims))
+		for id, token := range claims {
+			c := redis.NewCmd(ctx, "evalsha", ownerScript.Hash(), 1, s.dedupKey(id), domain.InflightMarker(token), "extend", s.inTTL)
+			cmds, cmders = append(cmds, c), append(cmders, c)
 		}
-		if err != nil {
+		if err := s.b.Do(ctx, cmders...); err != nil {
 			return 0, fmt.Errorf("extend %d claims: %w", len(claims), err)
 		}
-		if n, _ := c.(*redis.Cmd).Int(); n != 1 {
-			lost++
+		lost, noScript := 0, false
+		for _, c := range cmds {
+			switch err := c.Err(); {
+			case err != nil && redis.HasErrorPrefix(err, "NOSCRIPT"):
+				noScript = true
+			case err != nil:
+				return 0, fmt.Errorf("extend %d claims: %w", len(claims), err)
+			default:
+				if n, _ := c.Int(); n != 1 {
+					lost++
+				}
+			}
+		}
+		if !noScript || try > 0 {
+			if noScript {
+				return 0, fmt.Errorf("extend %d claims: script missing after loading it", len(claims))
+			}
+			return lost, nil
+		}
+		if err := ownerScript.Load(ctx, s.rdb).Err(); err != nil {
+			return 0, fmt.Errorf("load redis script: %w", err)
 		}
 	}
-	return lost, nil
 }
 
 // Release gives up token's claim on notification id (if it still holds

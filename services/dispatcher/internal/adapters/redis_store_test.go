@@ -68,6 +68,10 @@ func TestStoreClaimStates(t *testing.T) {
 	if err := s.Extend(ctx, "n1", "t2"); !errors.Is(err, domain.ErrClaimLost) {
 		t.Fatalf("Extend by a non-owner: %v, want ErrClaimLost", err)
 	}
+	claim("n9", "t9")
+	if lost, err := s.ExtendMany(ctx, map[string]string{"n1": "t1", "n9": "t9", "n404": "t1"}); err != nil || lost != 1 {
+		t.Fatalf("ExtendMany: lost %d, %v; want 1 lost (n404)", lost, err)
+	}
 	out := domain.Outcome{Status: notiflowv1.Status_STATUS_DELIVERED, Attempts: 2, ProviderCode: 201}
 	if err := s.MarkDone(ctx, "n1", out); err != nil {
 		t.Fatalf("MarkDone: %v", err)

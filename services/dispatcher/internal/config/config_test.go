@@ -1,0 +1,92 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func load(t *testing.T, env map[string]string) (Config, error) {
+	t.Helper()
+	return LoadFrom(func(name string) (string, bool) { v, ok := env[name]; return v, ok })
+}
+
+func TestDefaultsAreValid(t *testing.T) {
+	t.Parallel()
+	c, err := load(t, nil)
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("defaults invalid: %v", err)
+	}
+	if c.HTTPAddr != DefaultHTTPAddr || c.Group != DefaultGroup || c.Workers != DefaultWorkers ||
+		c.InflightTTL != DefaultInflightTTL || c.DedupTTL != DefaultDedupTTL || c.ShutdownTimeout != DefaultShutdownTimeout ||
+		c.DrainTimeout != DefaultDrainTimeout || c.WebhookTimeout != DefaultWebhookTimeout || c.WebhookMaxElapsed != DefaultWebhookElapsed ||
+		c.BreakerFailures != DefaultBreakerFailures || c.BreakerCooldown != DefaultBreakerCooldown || c.SimLatency != DefaultSimLatency ||
+		c.RedisBatch != DefaultRedisBatch || c.RedisPipelines != DefaultRedisPipelines || c.RedisTimeout != DefaultRedisTimeout ||
+		c.RateWindow != DefaultRateWindow || c.WebhookBackoffMin != DefaultWebhookBackoff || c.WebhookBackoffMax != DefaultWebhookBackoffUp ||
+		c.RedisPrefix != DefaultRedisPrefix || c.Ordering != "key" || c.RateLimit != 0 || c.SimFailureRate != 0 {
+		t.Fatalf("defaults differ from the named constants: %+v", c)
+	}
+}
+
+func TestValidateNamesTheVariable(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		give map[string]string
+		want string
+	}{
+		{map[string]string{"NOTIFLOW_ORDERING": "random"}, "NOTIFLOW_ORDERING"},
+		{map[string]string{"NOTIFLOW_WORKERS": "0"}, "NOTIFLOW_WORKERS"},
+		{map[string]string{"NOTIFLOW_DRAIN_TIMEOUT": "25s"}, "NOTIFLOW_DRAIN_TIMEOUT"},
+		{map[string]string{"NOTIFLOW_DRAIN_TIMEOUT": "40s", "NOTIFLOW_SHUTDOWN_TIMEOUT": "60s"}, "rebalance timeout"},
+		{map[string]string{"NOTIFLOW_INFLIGHT_TTL": "10ms"}, "NOTIFLOW_INFLIGHT_TTL"},
+		{map[string]string{"NOTIFLOW_RATE_LIMIT": "-1"}, "NOTIFLOW_RATE_LIMIT"},
+		{map[string]string{"NOTIFLOW_WEBHOOK_ALLOW": "10.0.0.0/33"}, "NOTIFLOW_WEBHOOK_ALLOW"},
+		{map[string]string{"NOTIFLOW_WEBHOOK_ALLOW": "bad host!"}, "NOTIFLOW_WEBHOOK_ALLOW"},
+		{map[string]string{"NOTIFLOW_WEBHOOK_MAX_ELAPSED": "1s"}, "NOTIFLOW_WEBHOOK_MAX_ELAPSED"},
+		{map[string]string{"NOTIFLOW_SIM_FAILURE_RATE": "1.5"}, "NOTIFLOW_SIM_FAILURE_RATE"},
+		{map[string]string{"NOTIFLOW_REDIS_ADDR": "nohostport"}, "NOTIFLOW_REDIS_ADDR"},
+		{map[string]string{"NOTIFLOW_BREAKER_FAILURES": "0"}, "NOTIFLOW_BREAKER_FAILURES"},
+		{map[string]string{"NOTIFLOW_KAFKA_BROKERS": ","}, "NOTIFLOW_KAFKA_BROKERS"},
+		{map[string]string{"NOTIFLOW_GC_PERCENT": "-5"}, "NOTIFLOW_GC_PERCENT"},
+	}
+	for _, tt := range tests {
+		c, err := load(t, tt.give)
+		if err == nil {
+			err = c.Validate()
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%v: error %v, want one naming %s", tt.give, err, tt.want)
+		}
+	}
+}
+
+func TestLoadRejectsUnparseableValues(t *testing.T) {
+	t.Parallel()
+	_, err := load(t, map[string]string{"NOTIFLOW_INFLIGHT_TTL": "soon", "NOTIFLOW_WORKERS": "many"})
+	if err == nil || !strings.Contains(err.Error(), "NOTIFLOW_INFLIGHT_TTL") || !strings.Contains(err.Error(), "NOTIFLOW_WORKERS") {
+		t.Fatalf("error %v, want both variables named", err)
+	}
+}
+
+func TestVarsAndOverrides(t *testing.T) {
+	t.Parallel()
+	vars := strings.Join(Vars(), " ")
+	for _, v := range []string{"NOTIFLOW_GROUP", "NOTIFLOW_WORKERS", "NOTIFLOW_RATE_LIMIT", "NOTIFLOW_TEMPLATES_FILE", "NOTIFLOW_WEBHOOK_ALLOW", "NOTIFLOW_TOPIC_DUE"} {
+		if !strings.Contains(vars, v) {
+			t.Errorf("Vars lacks %s", v)
+		}
+	}
+	c, err := load(t, map[string]string{"NOTIFLOW_WEBHOOK_ALLOW": "127.0.0.1/32, hooks.internal", "NOTIFLOW_RATE_WINDOW": "30s", "NOTIFLOW_ORDERING": "partition"})
+	if err != nil || c.Validate() != nil {
+		t.Fatalf("load: %v / %v", err, c.Validate())
+	}
+	if len(c.WebhookAllow) != 2 || c.WebhookAllow[1] != "hooks.internal" || c.RateWindow != 30*time.Second || c.OrderingMode().String() != "partition" {
+		t.Fatalf("overrides not applied: %+v", c)
+	}
+	if strings.Contains((Config{RedisPassword: "s3cret"}).LogValue().String(), "s3cret") {
+		t.Fatal("LogValue shows the Redis password")
+	}
+}
