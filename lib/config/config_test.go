@@ -18,7 +18,8 @@ type sample struct {
 	Ratio   float64       `env:"T_RATIO"`
 	Debug   bool          `env:"T_DEBUG"`
 	Kafka   inner
-	skipped int
+	// unexported fields are never touched, tagged or not
+	skipped int `env:"T_SKIPPED"`
 }
 
 func mapLookup(m map[string]string) Lookup {
@@ -54,6 +55,7 @@ func TestLoadFrom(t *testing.T) {
 			t.Parallel()
 			var got sample
 			err := LoadFrom(mapLookup(tt.give), &got)
+			_ = got.skipped
 			if len(tt.wantErr) > 0 {
 				if err == nil {
 					t.Fatalf("want error, got nil")
