@@ -41,7 +41,7 @@ func TestLoadFrom(t *testing.T) {
 		},
 		{
 			name: "values",
-			give: map[string]string{"T_NAME": "x", "T_WORKERS": "8", "T_WAIT": "250ms", "T_RATIO": "0.5", "T_DEBUG": "true", "T_BROKERS": "a:1, b:2"},
+			give: map[string]string{"T_NAME": "x", "T_WORKERS": "8", "T_WAIT": "250ms", "T_RATIO": "0.5", "T_DEBUG": "true", "T_BROKERS": "a:1, b:2", "T_SKIPPED": "9"},
 			want: sample{Name: "x", Workers: 8, Wait: 250 * time.Millisecond, Ratio: 0.5, Debug: true, Kafka: inner{Brokers: []string{"a:1", "b:2"}}},
 		},
 		{
