@@ -21,6 +21,9 @@ import (
 	"github.com/notiflow/notiflow/lib/obs"
 	"github.com/notiflow/notiflow/services/scheduler/internal/adapters"
 	"github.com/notiflow/notiflow/services/scheduler/internal/app"
+	benchadapters "github.com/notiflow/notiflow/services/scheduler/internal/benchrun/adapters"
+	benchapp "github.com/notiflow/notiflow/services/scheduler/internal/benchrun/app"
+	benchports "github.com/notiflow/notiflow/services/scheduler/internal/benchrun/ports"
 	"github.com/notiflow/notiflow/services/scheduler/internal/config"
 	"github.com/notiflow/notiflow/services/scheduler/internal/domain"
 	"github.com/notiflow/notiflow/services/scheduler/internal/ports"
@@ -56,6 +59,8 @@ func main() {
 //  1. readiness goes false (/readyz answers 503);
 //  2. the scheduler stops ticking, finishes its current claim batch,
 //     flushes the relay and releases the scan lock (app.Scheduler.Run);
+//     meanwhile the benchmark service stops taking runs and marks the runs
+//     it watches failed (benchapp.Service.Run);
 //  3. the HTTP server stops, letting in-flight API requests finish;
 //  4. the Kafka writer, Redis and MySQL are closed (deferred).
 func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
@@ -98,6 +103,16 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if cfg.APIToken == "" {
 		log.Warn("API authentication is disabled (NOTIFLOW_INSECURE_NO_AUTH): development only")
 	}
+	bench := benchapp.NewService(
+		benchadapters.NewStore(store.DB()),
+		benchadapters.NewSimSends(rdb, cfg.RedisPrefix),
+		benchadapters.NewLag(kc,
+			benchadapters.GroupTopic{Group: cfg.DispatcherGroup, Topic: cfg.Kafka.TopicDue},
+			benchadapters.GroupTopic{Group: cfg.SinkGroup, Topic: cfg.Kafka.TopicDispatched}),
+		benchapp.Options{
+			Lead: cfg.BenchLead, Stall: cfg.BenchStall, Sample: cfg.BenchSample, MaxNotifications: cfg.BenchMaxNotifications,
+		}, log)
+	benchports.NewHandler(bench, cfg.APIToken, log).Register(mux)
 
 	leader := app.NewLeader(app.RedisMutexes(rdb, cfg.LockKey, cfg.LockTTL), cfg.LockTTL, log, metrics)
 	relay := app.NewRelay(store, adapters.NewDuePublisher(writer, cfg.Kafka.TopicDue), cfg.RelayBatch, time.Now, metrics)
@@ -126,6 +141,7 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		}
 		return sched.Run(gctx) // 2.
 	})
+	g.Go(func() error { return bench.Run(gctx) }) // 2.
 	g.Go(func() error { return obs.Serve(httpCtx, cfg.HTTPAddr, mux, cfg.ShutdownTimeout) })
 	log.Info("scheduler started", "http_addr", cfg.HTTPAddr)
 	return g.Wait()

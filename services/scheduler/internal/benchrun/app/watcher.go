@@ -1,0 +1,220 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/notiflow/notiflow/services/scheduler/internal/benchrun/domain"
+)
+
+// watcher follows one run. It samples every Options.Sample:
+//
+//   - outbox rows and published rows (counted over the run's target id
+//     range; no longer once every eligible row is published),
+//   - dispatched: distinct occurrences the simulated provider sent (HLEN;
+//     0 for channel inbox),
+//   - persisted: the sink's rows of the run,
+//   - the lag of the dispatcher and sink consumer groups,
+//
+// stores the progress (which renews the run's heartbeat) and finishes the
+// run when every eligible occurrence is persisted (done) or nothing moved
+// for Options.Stall (failed, with a report showing what is lost).
+//
+// eventPublishSec is sampled: the first sample that sees every outbox row
+// published takes the relay cursor's updated_at when it falls between the
+// previous sample and this one (the moment the cursor passed the last row),
+// else its own time; so it is exact to the relay's clock, or late by at most
+// one sample interval.
+type watcher struct {
+	s   *Service
+	rec domain.Record
+
+	prog                domain.Progress
+	status              domain.Status
+	lag                 []domain.LagSample
+	lastChange          time.Time
+	publishedAt         time.Time
+	lastPublishIncrease time.Time
+	outboxFinal         bool
+	prevSample          time.Time
+	lastConfirm         time.Time
+	lastErr             string
+}
+
+func newWatcher(s *Service, rec domain.Record) *watcher {
+	return &watcher{s: s, rec: rec, prog: rec.Run.Progress, status: rec.Run.Status}
+}
+
+func (w *watcher) eligible() int64 { return w.rec.Run.Progress.TargetsCreated }
+
+// run samples until the run is final or ctx ends: on cancellation (cause
+// errCancelled) it just returns; on shutdown it fails the run.
+func (w *watcher) run(ctx context.Context) {
+	id := w.rec.Run.ID
+	t := time.NewTicker(w.s.opts.Sample)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if errors.Is(context.Cause(ctx), errCancelled) {
+				return
+			}
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopFailTimeout)
+			defer cancel()
+			if ok, err := w.s.store.Finish(fctx, id, domain.StatusFailed, w.prog, nil, errStoppedRunText, w.s.now()); err != nil {
+				w.s.log.Error("benchmark: fail run on shutdown", "run", id, "err", err)
+			} else if ok {
+				w.s.log.Warn("benchmark run failed: the scheduler is stopping", "run", id)
+			}
+			return
+		case <-t.C:
+		}
+		if done := w.step(ctx); done {
+			return
+		}
+	}
+}
+
+// step takes one sample and returns true once the run is final (or no
+// longer this watcher's).
+func (w *watcher) step(ctx context.Context) bool {
+	id, due := w.rec.Run.ID, w.rec.Run.DueAt
+	now := w.s.now()
+	if w.status == domain.StatusWaiting && !now.Before(due) {
+		w.status = domain.StatusRunning
+		w.lastChange = due
+	}
+	if w.status == domain.StatusRunning {
+		w.sample(ctx, now)
+	}
+	ok, err := w.s.store.SaveProgress(ctx, id, w.status, w.prog)
+	switch {
+	case err != nil:
+		w.warn("save progress", err)
+	case !ok:
+		w.s.log.Info("benchmark: run no longer active, watcher stops", "run", id)
+		return true
+	}
+	w.prevSample = now
+	if w.status != domain.StatusRunning {
+		return false
+	}
+	if w.prog.Persisted >= w.eligible() && now.Sub(w.lastConfirm) >= confirmEvery {
+		w.lastConfirm = now
+		rep, err := w.report(ctx)
+		if err != nil {
+			w.warn("compute report", err)
+			return false
+		}
+		if rep.Lost == 0 {
+			return w.finish(ctx, domain.StatusDone, rep, "")
+		}
+	}
+	if stalled := now.Sub(w.lastChange); stalled >= w.s.opts.Stall {
+		rep, err := w.report(ctx)
+		if err != nil {
+			w.warn("compute report", err)
+			rep = nil
+		}
+		return w.finish(ctx, domain.StatusFailed, rep, fmt.Sprintf("timeout: no progress for %s (%d of %d notifications persisted)",
+			w.s.opts.Stall, w.prog.Persisted, w.eligible()))
+	}
+	return false
+}
+
+// sample updates the progress and the lag series; errors are logged and
+// the previous values kept.
+func (w *watcher) sample(ctx context.Context, now time.Time) {
+	id := w.rec.Run.ID
+	before := w.prog
+	c, err := w.s.store.SampleCounts(ctx, w.rec.Targets, w.outboxFinal)
+	if err != nil {
+		w.warn("sample counts", err)
+	} else {
+		if !w.outboxFinal {
+			w.prog.OutboxRows, w.prog.Published = c.OutboxRows, c.Published
+		}
+		w.prog.Persisted = c.Persisted
+	}
+	if w.rec.Run.Params.Channel == domain.ChannelSim {
+		if n, err := w.s.sends.Distinct(ctx, id); err != nil {
+			w.warn("count simulated sends", err)
+		} else {
+			w.prog.Dispatched = n
+		}
+	}
+	if lag, err := w.s.lag.Sample(ctx); err != nil {
+		w.warn("sample consumer lag", err)
+	} else {
+		w.lag = append(w.lag, domain.LagSample{At: now, Lag: lag})
+	}
+	if w.prog.Published > before.Published {
+		w.lastPublishIncrease = now
+	}
+	if !w.outboxFinal && err == nil && w.prog.OutboxRows >= w.eligible() && w.prog.Published >= w.prog.OutboxRows {
+		w.outboxFinal = true
+		w.publishedAt = now
+		if r := c.RelayUpdatedAt; r.After(w.prevSample) && !r.After(now) {
+			w.publishedAt = r
+		}
+	}
+	if w.prog != before {
+		w.lastChange = now
+	}
+}
+
+// report reads the pipeline's data and computes the report.
+func (w *watcher) report(ctx context.Context) (*domain.Report, error) {
+	id := w.rec.Run.ID
+	outbox, lastOutbox, rows, err := w.s.store.ReportData(ctx, w.rec.Targets)
+	if err != nil {
+		return nil, err
+	}
+	var twice []domain.Occurrence
+	if w.rec.Run.Params.Channel == domain.ChannelSim {
+		if twice, err = w.s.sends.SentMoreThanOnce(ctx, id); err != nil {
+			return nil, err
+		}
+	}
+	published := w.publishedAt
+	if published.IsZero() {
+		published = w.lastPublishIncrease
+	}
+	rep := domain.ComputeReport(domain.ReportInput{
+		DueAt: w.rec.Run.DueAt, Eligible: w.eligible(), OutboxCreated: outbox, LastOutboxAt: lastOutbox,
+		PublishedAt: published, Rows: rows, SentMoreThanOnce: twice, Lag: w.lag, Groups: w.s.lag.Groups(),
+	})
+	return &rep, nil
+}
+
+func (w *watcher) finish(ctx context.Context, status domain.Status, rep *domain.Report, errText string) bool {
+	id := w.rec.Run.ID
+	ok, err := w.s.store.Finish(ctx, id, status, w.prog, rep, errText, w.s.now())
+	if err != nil {
+		w.warn("store the result", err)
+		return false // try again at the next sample
+	}
+	if ok {
+		args := []any{"run", id, "status", status}
+		if rep != nil {
+			args = append(args, "msgs_per_second", rep.MsgsPerSecond, "total_sec", rep.TotalSec, "lost", rep.Lost, "duplicates", rep.Duplicates)
+		}
+		if errText != "" {
+			args = append(args, "err", errText)
+		}
+		w.s.log.Info("benchmark run finished", args...)
+	}
+	return true
+}
+
+// warn logs a sampling error once until a different one occurs.
+func (w *watcher) warn(what string, err error) {
+	msg := what + ": " + err.Error()
+	if msg == w.lastErr {
+		return
+	}
+	w.lastErr = msg
+	w.s.log.Warn("benchmark: "+what, "run", w.rec.Run.ID, "err", err)
+}

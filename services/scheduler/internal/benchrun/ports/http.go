@@ -1,0 +1,280 @@
+package ports
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/notiflow/notiflow/services/scheduler/internal/benchrun/app"
+	"github.com/notiflow/notiflow/services/scheduler/internal/benchrun/domain"
+)
+
+// maxBodyBytes bounds a POST /admin/benchmarks body.
+const maxBodyBytes = 4096
+
+// Handler serves the admin routes.
+type Handler struct {
+	svc   *app.Service
+	token [sha256.Size]byte
+	auth  bool
+	log   *slog.Logger
+}
+
+// NewHandler serves svc; token is the API's bearer token (empty disables
+// authentication, as NOTIFLOW_INSECURE_NO_AUTH does for the API).
+func NewHandler(svc *app.Service, token string, log *slog.Logger) *Handler {
+	return &Handler{svc: svc, token: sha256.Sum256([]byte(token)), auth: token != "", log: log}
+}
+
+// Register adds the admin routes to mux (a Go 1.22 pattern mux).
+func (h *Handler) Register(mux *http.ServeMux) {
+	mux.HandleFunc("GET /admin", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/admin/", http.StatusMovedPermanently)
+	})
+	mux.HandleFunc("GET /admin/{$}", servePage)
+	mux.Handle("POST /admin/benchmarks", h.protect(h.start))
+	mux.Handle("GET /admin/benchmarks", h.protect(h.list))
+	mux.Handle("GET /admin/benchmarks/{id}", h.protect(h.get))
+	mux.Handle("DELETE /admin/benchmarks/{id}", h.protect(h.cancel))
+	mux.Handle("GET /admin/benchmarks/{id}/chart.svg", h.protect(h.chart))
+}
+
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// protect checks the bearer token in constant time (both sides hashed, so
+// not even the length leaks), then runs fn and maps its error.
+func (h *Handler) protect(fn handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		if h.auth {
+			given, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			sum := sha256.Sum256([]byte(given))
+			if !ok || subtle.ConstantTimeCompare(sum[:], h.token[:]) != 1 {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="notiflow"`)
+				writeError(w, http.StatusUnauthorized, "missing or invalid bearer token")
+				return
+			}
+		}
+		if err := fn(w, r); err != nil {
+			h.fail(w, r, err)
+		}
+	})
+}
+
+type httpError struct {
+	status int
+	msg    string
+}
+
+func (e *httpError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) error {
+	return &httpError{status: http.StatusBadRequest, msg: fmt.Sprintf(format, args...)}
+}
+
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var (
+		he   *httpError
+		ve   *domain.ValidationError
+		be   *app.BusyError
+		mbe  *http.MaxBytesError
+		code = http.StatusInternalServerError
+		msg  = "internal error"
+	)
+	switch {
+	case errors.As(err, &he):
+		code, msg = he.status, he.msg
+	case errors.As(err, &ve):
+		code, msg = http.StatusBadRequest, ve.Error()
+	case errors.As(err, &be):
+		code, msg = http.StatusConflict, be.Error()
+	case errors.As(err, &mbe):
+		code, msg = http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", mbe.Limit)
+	case errors.Is(err, domain.ErrNotFound):
+		code, msg = http.StatusNotFound, "benchmark run not found"
+	case errors.Is(err, app.ErrCancelledWhileCreating):
+		code, msg = http.StatusConflict, err.Error()
+	case errors.Is(err, app.ErrStopped):
+		code, msg = http.StatusServiceUnavailable, err.Error()
+	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
+		return // the client went away
+	default:
+		h.log.Error("admin request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	writeError(w, code, msg)
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, struct {
+		Error string `json:"error"`
+	}{msg})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// decode reads one JSON object into v, refusing unknown fields, other
+// content types, trailing data and bodies over maxBodyBytes.
+func decode(w http.ResponseWriter, r *http.Request, v any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || mt != "application/json" {
+			return &httpError{status: http.StatusUnsupportedMediaType, msg: "Content-Type must be application/json"}
+		}
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return decodeError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return err
+		}
+		return badRequest("malformed JSON: unexpected data after the object")
+	}
+	return nil
+}
+
+func decodeError(err error) error {
+	var (
+		syn *json.SyntaxError
+		typ *json.UnmarshalTypeError
+		mbe *http.MaxBytesError
+	)
+	switch {
+	case errors.As(err, &mbe):
+		return err
+	case errors.As(err, &syn):
+		return badRequest("malformed JSON at byte %d: %v", syn.Offset, syn)
+	case errors.As(err, &typ):
+		if typ.Field == "" {
+			return badRequest("body must be a JSON object")
+		}
+		return badRequest("%s: must be %s", typ.Field, kindName(typ.Type.Kind().String()))
+	case errors.Is(err, io.EOF):
+		return badRequest("empty body: a JSON object is required, e.g. {\"notifications\":100000,\"recipients\":10000,\"channel\":\"sim\",\"sim_latency_ms\":2}")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return badRequest("malformed JSON: unexpected end of body")
+	}
+	if field, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return badRequest("unknown field %s (known: notifications, recipients, channel, sim_latency_ms, webhook_url)", field)
+	}
+	return badRequest("malformed JSON: %v", err)
+}
+
+func kindName(k string) string {
+	switch k {
+	case "int", "int64", "ptr":
+		return "an integer"
+	case "string":
+		return "a string"
+	}
+	return "a " + k
+}
+
+var runIDPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+
+func pathID(r *http.Request) (string, error) {
+	id := r.PathValue("id")
+	if !runIDPattern.MatchString(id) {
+		return "", &httpError{status: http.StatusNotFound, msg: "benchmark run not found (ids are lower-case UUIDs)"}
+	}
+	return id, nil
+}
+
+func (h *Handler) start(w http.ResponseWriter, r *http.Request) error {
+	arrived := time.Now()
+	var p domain.Params
+	if err := decode(w, r, &p); err != nil {
+		return err
+	}
+	run, err := h.svc.Start(r.Context(), p, arrived)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", "/admin/benchmarks/"+run.ID)
+	writeJSON(w, http.StatusCreated, run)
+	return nil
+}
+
+func (h *Handler) get(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	run, err := h.svc.Get(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, run)
+	return nil
+}
+
+func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
+	limit := 0
+	if s := r.URL.Query().Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 500 {
+			return badRequest("limit: must be an integer between 1 and 500")
+		}
+		limit = n
+	}
+	runs, err := h.svc.List(r.Context(), limit)
+	if err != nil {
+		return err
+	}
+	if runs == nil {
+		runs = []domain.Run{}
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Runs []domain.Run `json:"runs"`
+	}{runs})
+	return nil
+}
+
+func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	run, err := h.svc.Cancel(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, run)
+	return nil
+}
+
+func (h *Handler) chart(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	run, err := h.svc.Get(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	if run.Report == nil || run.Report.Series == nil {
+		return &httpError{status: http.StatusConflict, msg: fmt.Sprintf("benchmark run %s is %s and has no report yet", id, run.Status)}
+	}
+	w.Header().Set("Content-Type", "image/svg+xml")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'")
+	_, err = io.WriteString(w, RenderChart(run))
+	return err
+}
