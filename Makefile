@@ -11,7 +11,7 @@ TEST_ENV = NOTIFLOW_TEST_KAFKA=127.0.0.1:9092 \
 	NOTIFLOW_TEST_MYSQL_DSN='notiflow:notiflow@tcp(127.0.0.1:3306)/notiflow?parseTime=true&loc=UTC' \
 	NOTIFLOW_TEST_REDIS=127.0.0.1:6379
 
-.PHONY: all deps deps-down deps-status build test lint proto proto-check bench bench-compare demo test-chaos
+.PHONY: all deps deps-down deps-status build test test-tools lint proto proto-check bench bench-compare demo test-chaos
 
 # Benchmark knobs: make bench NOTIFICATIONS=20000 DISPATCHERS=3 ORDERING=partition
 NOTIFICATIONS ?= 100000
@@ -48,8 +48,15 @@ build:
 	@mkdir -p bin
 	@for s in scheduler dispatcher sink; do (cd services/$$s && $(GO) build -o ../../bin/$$s .) || exit 1; done
 
+## test-tools: install what tests need beyond Go and the dependencies: Debian's chromium
+## (the scheduler's admin page test drives it headless); needs root and apt-get
+test-tools:
+	@test -x /usr/bin/chromium || { echo "installing chromium (apt-get)"; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y chromium >/dev/null || \
+		{ apt-get update >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium >/dev/null; }; }
+
 ## test: start the dependencies, then run every test of every module against them
-test: deps
+test: deps test-tools
 	@for m in $(MODULES); do \
 		echo "== go test $$m"; \
 		(cd $$m && $(TEST_ENV) $(GO) test $(TEST_FLAGS) ./...) || exit 1; \

@@ -14,7 +14,7 @@ import (
 // Chart geometry (SVG user units).
 const (
 	chartW      = 860
-	chartH      = 540
+	chartH      = 540 // plus 16 per lag group (legend)
 	plotLeft    = 80
 	plotRight   = 840
 	panel1Top   = 60
@@ -48,7 +48,7 @@ func RenderChart(run domain.Run) string {
 	for _, p := range series.Lag {
 		xMax = math.Max(xMax, p.T)
 	}
-	xMax = niceCeil(math.Max(xMax, 1))
+	xStep, xMax := axisScale(math.Max(xMax, 1), xTickTarget)
 	var ppsMax, lagMax int64
 	for _, n := range pps {
 		ppsMax = max(ppsMax, n)
@@ -58,26 +58,27 @@ func RenderChart(run domain.Run) string {
 			lagMax = max(lagMax, n)
 		}
 	}
-	y1Max := niceCeil(math.Max(float64(ppsMax), 1))
-	y2Max := niceCeil(math.Max(float64(lagMax), 1))
+	y1Step, y1Max := axisScale(math.Max(float64(ppsMax), 1), yTicks)
+	y2Step, y2Max := axisScale(math.Max(float64(lagMax), 1), yTicks)
+	height := chartH + 16*len(groups)
 	x := func(t float64) float64 { return plotLeft + (plotRight-plotLeft)*t/xMax }
 	y1 := func(v float64) float64 { return panel1Bot - (panel1Bot-panel1Top)*v/y1Max }
 	y2 := func(v float64) float64 { return panel2Bot - (panel2Bot-panel2Top)*v/y2Max }
 
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" class="benchmark-chart" viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-labelledby="chart-title" font-family="sans-serif" font-size="12">`,
-		chartW, chartH, chartW, chartH)
+		chartW, height, chartW, height)
 	title := "benchmark run " + run.ID
 	if r := run.Report; r != nil {
 		title = fmt.Sprintf("run %s: %d notifications, %.0f msgs/s, total %.3f s, lost %d, duplicates %d",
 			shortID(run.ID), r.Eligible, r.MsgsPerSecond, r.TotalSec, r.Lost, r.Duplicates)
 	}
 	fmt.Fprintf(&b, `<title id="chart-title">%s</title>`, html.EscapeString(title))
-	fmt.Fprintf(&b, `<rect x="0" y="0" width="%d" height="%d" fill="#fff"/>`, chartW, chartH)
+	fmt.Fprintf(&b, `<rect x="0" y="0" width="%d" height="%d" fill="#fff"/>`, chartW, height)
 	fmt.Fprintf(&b, `<text class="chart-title" x="%d" y="22" font-size="14" font-weight="bold">%s</text>`, plotLeft, html.EscapeString(title))
 
 	// Panel 1: rows persisted per second.
-	panel(&b, "rows persisted per second", panel1Top, panel1Bot, y1Max, y1, x, xMax)
+	panel(&b, "rows persisted per second", panel1Top, panel1Bot, y1Step, y1Max, y1, x, xStep, xMax)
 	bw := x(1) - x(0)
 	gap := math.Min(1, bw/4)
 	b.WriteString(`<g class="persisted">`)
@@ -88,7 +89,7 @@ func RenderChart(run domain.Run) string {
 	b.WriteString(`</g>`)
 
 	// Panel 2: consumer lag per group.
-	panel(&b, "consumer lag (records)", panel2Top, panel2Bot, y2Max, y2, x, xMax)
+	panel(&b, "consumer lag (records)", panel2Top, panel2Bot, y2Step, y2Max, y2, x, xStep, xMax)
 	b.WriteString(`<g class="lag">`)
 	for gi, g := range groups {
 		var pts []string
@@ -100,30 +101,28 @@ func RenderChart(run domain.Run) string {
 		color := lagColors[gi%len(lagColors)]
 		fmt.Fprintf(&b, `<polyline class="lag-line" data-group="%s" fill="none" stroke="%s" stroke-width="2" points="%s"><title>%s</title></polyline>`,
 			html.EscapeString(g), color, strings.Join(pts, " "), html.EscapeString("lag of "+g))
-		// Legend.
-		ly := panel2Top + 8 + gi*16
-		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="3"/>`, plotRight-190, ly, plotRight-170, ly, color)
-		fmt.Fprintf(&b, `<text class="legend" x="%d" y="%d">%s</text>`, plotRight-165, ly+4, html.EscapeString(g))
+		// Legend, below the x axis label.
+		ly := chartH + 4 + gi*16
+		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="3"/>`, plotLeft, ly, plotLeft+20, ly, color)
+		fmt.Fprintf(&b, `<text class="legend" x="%d" y="%d">%s</text>`, plotLeft+26, ly+4, html.EscapeString(g+" (peak "+compact(float64(peak(series.Lag, g)))+")"))
 	}
 	b.WriteString(`</g>`)
-	fmt.Fprintf(&b, `<text class="axis-label" x="%d" y="%d" text-anchor="middle">seconds since the due time</text>`, (plotLeft+plotRight)/2, chartH-12)
+	fmt.Fprintf(&b, `<text class="axis-label" x="%d" y="%d" text-anchor="middle">seconds since the due time</text>`, (plotLeft+plotRight)/2, panel2Bot+38)
 	b.WriteString(`</svg>`)
 	return b.String()
 }
 
 // panel draws a panel's title, horizontal grid with y tick labels, and x
 // axis with ticks.
-func panel(b *strings.Builder, title string, top, bot int, yMax float64, y func(float64) float64, x func(float64) float64, xMax float64) {
+func panel(b *strings.Builder, title string, top, bot int, yStep, yMax float64, y func(float64) float64, x func(float64) float64, xStep, xMax float64) {
 	fmt.Fprintf(b, `<text class="panel-title" x="%d" y="%d" font-weight="bold">%s</text>`, plotLeft, top-10, html.EscapeString(title))
-	for i := 0; i <= yTicks; i++ {
-		v := yMax * float64(i) / yTicks
+	for v := 0.0; v <= yMax*(1+1e-9); v += yStep {
 		fmt.Fprintf(b, `<line class="grid" x1="%d" y1="%s" x2="%d" y2="%s" stroke="%s"/>`, plotLeft, num(y(v)), plotRight, num(y(v)), gridColor)
 		fmt.Fprintf(b, `<text class="tick" x="%d" y="%s" text-anchor="end">%s</text>`, plotLeft-6, num(y(v)+4), compact(v))
 	}
 	fmt.Fprintf(b, `<line class="axis" x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s"/>`, plotLeft, top, plotLeft, bot, axisColor)
 	fmt.Fprintf(b, `<line class="axis" x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s"/>`, plotLeft, bot, plotRight, bot, axisColor)
-	step := niceCeil(xMax / xTickTarget)
-	for t := 0.0; t <= xMax+1e-9; t += step {
+	for t := 0.0; t <= xMax*(1+1e-9); t += xStep {
 		fmt.Fprintf(b, `<line x1="%s" y1="%d" x2="%s" y2="%d" stroke="%s"/>`, num(x(t)), bot, num(x(t)), bot+5, axisColor)
 		fmt.Fprintf(b, `<text class="tick" x="%s" y="%d" text-anchor="middle">%s</text>`, num(x(t)), bot+18, compact(t))
 	}
@@ -142,6 +141,21 @@ func lagGroups(points []domain.LagPoint) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// axisScale returns a tick step (1, 2 or 5 times a power of ten) giving at
+// most about ticks ticks up to v, and the axis end: v rounded up to a step.
+func axisScale(v float64, ticks int) (step, end float64) {
+	step = niceCeil(v / float64(ticks))
+	return step, math.Ceil(v/step-1e-9) * step
+}
+
+func peak(points []domain.LagPoint, group string) int64 {
+	var m int64
+	for _, p := range points {
+		m = max(m, p.Lag[group])
+	}
+	return m
 }
 
 // niceCeil rounds v up to 1, 2 or 5 times a power of ten.
