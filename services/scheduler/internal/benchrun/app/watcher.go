@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/notiflow/notiflow/services/scheduler/internal/benchrun/adapters"
 	"github.com/notiflow/notiflow/services/scheduler/internal/benchrun/domain"
 )
 
@@ -103,6 +104,12 @@ func (w *watcher) step(ctx context.Context) bool {
 	}
 	if w.prog.Persisted >= w.eligible() && now.Sub(w.lastConfirm) >= confirmEvery {
 		w.lastConfirm = now
+		// The relay moves its cursor just after Kafka's ack, so the sink
+		// can be done before a sample saw the last row published: look
+		// again.
+		if !w.outboxFinal {
+			w.sampleOutbox(ctx, w.s.now()) // prevSample is now: the window is (now, then]
+		}
 		rep, err := w.report(ctx)
 		if err != nil {
 			w.warn("compute report", err)
@@ -134,7 +141,7 @@ func (w *watcher) sample(ctx context.Context, now time.Time) {
 		w.warn("sample counts", err)
 	} else {
 		if !w.outboxFinal {
-			w.prog.OutboxRows, w.prog.Published = c.OutboxRows, c.Published
+			w.applyOutbox(c, now)
 		}
 		w.prog.Persisted = c.Persisted
 	}
@@ -150,18 +157,34 @@ func (w *watcher) sample(ctx context.Context, now time.Time) {
 	} else {
 		w.lag = append(w.lag, domain.LagSample{At: now, Lag: lag})
 	}
-	if w.prog.Published > before.Published {
+	if w.prog != before {
+		w.lastChange = now
+	}
+}
+
+// sampleOutbox samples the outbox counts alone.
+func (w *watcher) sampleOutbox(ctx context.Context, now time.Time) {
+	c, err := w.s.store.SampleCounts(ctx, w.rec.Targets, false)
+	if err != nil {
+		w.warn("sample counts", err)
+		return
+	}
+	w.applyOutbox(c, now)
+}
+
+// applyOutbox takes the outbox counts of a sample at now and notes when
+// every eligible row is published (then the outbox counts are final).
+func (w *watcher) applyOutbox(c adapters.Counts, now time.Time) {
+	if c.Published > w.prog.Published {
 		w.lastPublishIncrease = now
 	}
-	if !w.outboxFinal && err == nil && w.prog.OutboxRows >= w.eligible() && w.prog.Published >= w.prog.OutboxRows {
+	w.prog.OutboxRows, w.prog.Published = c.OutboxRows, c.Published
+	if w.prog.OutboxRows >= w.eligible() && w.prog.Published >= w.prog.OutboxRows {
 		w.outboxFinal = true
 		w.publishedAt = now
 		if r := c.RelayUpdatedAt; r.After(w.prevSample) && !r.After(now) {
 			w.publishedAt = r
 		}
-	}
-	if w.prog != before {
-		w.lastChange = now
 	}
 }
 
