@@ -9,6 +9,7 @@ import (
 
 	"github.com/notiflow/notiflow/services/scheduler/internal/benchrun/domain"
 	"github.com/notiflow/notiflow/services/scheduler/internal/benchrun/ports"
+	schedulerports "github.com/notiflow/notiflow/services/scheduler/internal/ports"
 )
 
 func TestRenderChart(t *testing.T) {
@@ -55,5 +56,16 @@ func TestRenderChart(t *testing.T) {
 				t.Errorf("%d lag lines, want %d", n, tt.wantLines)
 			}
 		})
+	}
+}
+
+func TestOpenAPIDocumentsTheAdminRoutes(t *testing.T) {
+	t.Parallel()
+	doc := string(schedulerports.OpenAPI())
+	for _, p := range []string{"/admin/benchmarks:", "/admin/benchmarks/{id}:", "/admin/benchmarks/{id}/chart.svg:", "/admin/:",
+		"BenchmarkRequest:", "BenchmarkRun:", "BenchmarkProgress:", "BenchmarkReport:"} {
+		if !strings.Contains(doc, "  "+p) {
+			t.Errorf("openapi.yaml does not document %s", p)
+		}
 	}
 }
