@@ -263,6 +263,9 @@ func (s *Service) Start(ctx context.Context, p domain.Params, arrived time.Time)
 	}
 	ok, err := s.store.MarkWaiting(ctx, run.ID, created.Range, created.Count, created.DueAt, setup)
 	if err != nil {
+		if _, ferr := s.store.Fail(context.WithoutCancel(ctx), run.ID, "recording the created targets failed: "+err.Error(), s.now()); ferr != nil {
+			s.log.Error("benchmark: fail run", "run", run.ID, "err", ferr)
+		}
 		return domain.Run{}, err
 	}
 	if !ok {
@@ -374,9 +377,11 @@ func (s *Service) List(ctx context.Context, limit int) ([]domain.Run, error) {
 
 // Cancel cancels run id if it is not final (its watcher stops, here or in
 // the replica that owns it at its next sample), then deletes the run's
-// targets, outbox rows, the sink's rows and the simulated sends. A final
-// run keeps its status and report; its rows are deleted all the same. It
-// returns the run as stored after (domain.ErrNotFound when unknown).
+// targets, outbox rows, the sink's rows and the simulated sends (a run
+// still creating its targets has none committed: its Start deletes them
+// once committed). A final run keeps its status and report; its rows are
+// deleted all the same. It returns the run as stored after
+// (domain.ErrNotFound when unknown).
 func (s *Service) Cancel(ctx context.Context, id string) (domain.Run, error) {
 	rec, err := s.store.GetRun(ctx, id)
 	if err != nil {
@@ -398,8 +403,12 @@ func (s *Service) Cancel(ctx context.Context, id string) (domain.Run, error) {
 			return domain.Run{}, ctx.Err()
 		}
 	}
-	if err := s.store.DeleteRunRows(ctx, rec.Targets); err != nil {
-		return domain.Run{}, err
+	// A run still creating has uncommitted targets: Start deletes them
+	// when it finds the run cancelled after its commit.
+	if rec.Run.Status != domain.StatusCreating {
+		if err := s.store.DeleteRunRows(ctx, rec.Targets); err != nil {
+			return domain.Run{}, err
+		}
 	}
 	if err := s.sends.Delete(ctx, id); err != nil {
 		return domain.Run{}, err

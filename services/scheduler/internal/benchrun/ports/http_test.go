@@ -210,3 +210,41 @@ func TestPostReapsARunWhoseReplicaDied(t *testing.T) {
 		t.Fatalf("dead replica's run is %s", got.Run.Status)
 	}
 }
+
+func TestCancelWhileCreating(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{lead: time.Hour, max: 1000000})
+	ctx := context.Background()
+	type result struct{ r response }
+	done := make(chan result, 1)
+	go func() {
+		// 300,000 targets take a couple of seconds to create.
+		done <- result{e.do(t, http.MethodPost, "/admin/benchmarks", bearer, `{"notifications":300000,"recipients":1000,"channel":"sim"}`)}
+	}()
+	var id string
+	testkit.Eventually(t, 20*time.Second, func() error {
+		var list struct{ Runs []domain.Run }
+		r := e.do(t, http.MethodGet, "/admin/benchmarks", bearer, "")
+		if err := json.Unmarshal(r.body, &list); err != nil || len(list.Runs) != 1 {
+			return testkit.Errorf("runs: %s", r.body)
+		}
+		if list.Runs[0].Status != domain.StatusCreating {
+			return testkit.Errorf("run is %s", list.Runs[0].Status)
+		}
+		id = list.Runs[0].ID
+		return nil
+	})
+	r := e.do(t, http.MethodDelete, "/admin/benchmarks/"+id, bearer, "")
+	if r.code != 200 || !strings.Contains(string(r.body), `"status":"cancelled"`) {
+		t.Fatalf("DELETE while creating: %d %s", r.code, r.body)
+	}
+	res := <-done
+	if res.r.code != http.StatusConflict || !strings.Contains(res.r.errMsg(), "cancelled while its targets were being created") {
+		t.Fatalf("POST: %d %s", res.r.code, res.r.body)
+	}
+	if n, err := e.db.CountTargets(ctx, id); err != nil || n != 0 {
+		t.Fatalf("%d targets left (%v)", n, err)
+	}
+	// The slot is free.
+	e.start(t, `{"notifications":3,"recipients":3,"channel":"sim"}`)
+}
