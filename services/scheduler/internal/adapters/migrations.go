@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -14,6 +15,9 @@ type migration struct {
 	version int
 	name    string
 	stmts   []string
+	// then, when set, runs after stmts on the same connection; it must be
+	// idempotent too.
+	then func(ctx context.Context, conn *sql.Conn) error
 }
 
 // migrations are applied in order; never edit one that was released, add a
@@ -44,9 +48,8 @@ var migrations = []migration{
 				KEY idx_targets_run (run_id)
 			) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
 			// The outbox: one row per due occurrence, in claim order. The
-			// row id is the per-recipient sequence; event_id (the
-			// notification id) is derived from the unique (target_id,
-			// occurrence_at) and so unique with it.
+			// row id is the per-recipient sequence. (Version 3 drops the
+			// columns copied from the target.)
 			`CREATE TABLE IF NOT EXISTS outbox (
 				id            BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
 				event_id      CHAR(36) CHARACTER SET ascii NOT NULL,
@@ -116,6 +119,42 @@ var migrations = []migration{
 			) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
 		},
 	},
+	{
+		// A lean outbox: a row only names the occurrence (target_id,
+		// occurrence_at), its run and claim time. The relay reads the rest
+		// from the target, which never changes after creation apart from
+		// status and next_run_at; the notification id is derived
+		// (domain.NotificationID). Writing the copied columns cost about
+		// half of each claim's INSERT.
+		version: 3,
+		name:    "lean outbox",
+		then:    dropColumns("outbox", "event_id", "due_at", "recipient_id", "channel", "webhook_url", "template_id", "params"),
+	},
+}
+
+// dropColumns drops those of columns that table still has, in one ALTER
+// (MySQL has no DROP COLUMN IF EXISTS).
+func dropColumns(table string, columns ...string) func(context.Context, *sql.Conn) error {
+	return func(ctx context.Context, conn *sql.Conn) error {
+		var drops []string
+		for _, c := range columns {
+			var n int
+			if err := conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.COLUMNS
+				WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = ?`, table, c).Scan(&n); err != nil {
+				return fmt.Errorf("look up column %s.%s: %w", table, c, err)
+			}
+			if n > 0 {
+				drops = append(drops, "DROP COLUMN `"+c+"`")
+			}
+		}
+		if len(drops) == 0 {
+			return nil
+		}
+		if _, err := conn.ExecContext(ctx, "ALTER TABLE `"+table+"` "+strings.Join(drops, ", ")); err != nil {
+			return fmt.Errorf("drop columns of %s: %w", table, err)
+		}
+		return nil
+	}
 }
 
 // Migrate brings the schema to the latest version. Replicas starting at
@@ -168,6 +207,11 @@ func (s *MySQLStore) Migrate(ctx context.Context) error {
 		}
 		for _, stmt := range m.stmts {
 			if _, err := conn.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("migrate: version %d (%s): %w", m.version, m.name, err)
+			}
+		}
+		if m.then != nil {
+			if err := m.then(ctx, conn); err != nil {
 				return fmt.Errorf("migrate: version %d (%s): %w", m.version, m.name, err)
 			}
 		}

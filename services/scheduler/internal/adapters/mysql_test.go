@@ -252,3 +252,76 @@ func TestClaimManyDistinctNextRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestMigrateDropsCopiedOutboxColumns upgrades a database whose outbox
+// still has the columns version 1 used to copy from the target.
+func TestMigrateDropsCopiedOutboxColumns(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	ctx := context.Background()
+	for _, q := range []string{
+		`ALTER TABLE outbox ADD COLUMN event_id CHAR(36) NULL, ADD COLUMN params MEDIUMTEXT NULL`,
+		`DELETE FROM schema_migrations WHERE version = 3`,
+	} {
+		if _, err := s.DB().ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := s.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.COLUMNS
+		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'outbox'`).Scan(&n); err != nil || n != 5 {
+		t.Fatalf("outbox has %d columns (%v), want 5", n, err)
+	}
+}
+
+// TestOverlappingClaims begins a second claim while the first is open (as
+// a scan does): they take disjoint targets in (next_run_at, id) order, and
+// finishing them in order gives the first claim's targets the lower outbox
+// ids.
+func TestOverlappingClaims(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	ctx := context.Background()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	var in []domain.Target
+	for i := 0; i < 10; i++ {
+		in = append(in, oneShot(t, "r", now.Add(-time.Duration(i)*time.Second)))
+	}
+	if _, err := s.CreateTargets(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	first, err := s.BeginClaim(ctx, now, 4, domain.Planner{}, domain.ClaimCursor{})
+	if err != nil || first == nil || first.Targets() != 4 {
+		t.Fatalf("first claim: %v, %v", first, err)
+	}
+	second, err := s.BeginClaim(ctx, now, 4, domain.Planner{}, first.Cursor())
+	if err != nil || second == nil || second.Targets() != 4 {
+		t.Fatalf("second claim: %v, %v", second, err)
+	}
+	if !second.Cursor().NextRunAt.After(first.Cursor().NextRunAt) {
+		t.Fatalf("cursors %+v then %+v are not in order", first.Cursor(), second.Cursor())
+	}
+	for _, c := range []interface {
+		Finish(context.Context) (domain.ClaimResult, error)
+	}{first, second} {
+		if res, err := c.Finish(ctx); err != nil || res.Inserted != 4 {
+			t.Fatalf("finish: %+v, %v", res, err)
+		}
+	}
+	notes, err := s.Unpublished(ctx, 0, 100)
+	if err != nil || len(notes) != 8 {
+		t.Fatalf("outbox: %d rows, %v", len(notes), err)
+	}
+	for i := 1; i < len(notes); i++ {
+		if notes[i].OccurrenceAt.Before(notes[i-1].OccurrenceAt) {
+			t.Fatalf("outbox order does not follow due order at %d: %v then %v", i, notes[i-1].OccurrenceAt, notes[i].OccurrenceAt)
+		}
+	}
+	// The two left over are claimed from the start.
+	if res, err := s.ClaimDue(ctx, now, 10, domain.Planner{}); err != nil || res.Targets != 2 {
+		t.Fatalf("rest: %+v, %v", res, err)
+	}
+}

@@ -8,91 +8,153 @@ import (
 	"strings"
 	"time"
 
+	"github.com/notiflow/notiflow/services/scheduler/internal/app"
 	"github.com/notiflow/notiflow/services/scheduler/internal/domain"
 )
+
+var _ app.ClaimTx = (*Claim)(nil)
 
 // groupedUpdateMax is the most distinct (status, next_run_at) pairs a claim
 // writes with one plain UPDATE each; beyond it, one UPDATE with CASE.
 const groupedUpdateMax = 8
 
 // ClaimDue claims up to limit active targets due at now, oldest
-// next_run_at first, in one transaction: it selects them FOR UPDATE SKIP
-// LOCKED (rows an API request has locked are left for the next batch), lets
-// planner compute their occurrences and next states, writes one outbox row
-// per occurrence with a multi-row INSERT and advances the targets with
-// batched UPDATEs. The unique key (target_id, occurrence_at) makes a second
-// outbox row for one occurrence impossible: a duplicate is skipped,
-// whoever claims it. When ctx ends the transaction rolls back and nothing
-// is claimed.
-//
-// The transaction first locks the single row of outbox_claim_lock, so
-// claims from any number of scanners (a lock holder and a paused former
-// one) run one after the other and outbox rows commit in id order: a row
-// that becomes visible later always has a higher id than every row visible
-// now. That is what lets the relay keep a plain cursor (see Unpublished).
+// next_run_at first, in one transaction: BeginClaim then Finish. When ctx
+// ends the transaction rolls back and nothing is claimed.
 func (s *MySQLStore) ClaimDue(ctx context.Context, now time.Time, limit int, planner domain.Planner) (domain.ClaimResult, error) {
-	var res domain.ClaimResult
+	c, err := s.BeginClaim(ctx, now, limit, planner, domain.ClaimCursor{})
+	if err != nil || c == nil {
+		return domain.ClaimResult{}, err
+	}
+	return c.Finish(ctx)
+}
+
+// Claim is a claim transaction between its two steps (an app.ClaimTx). It
+// is not safe for concurrent use; Finish or Rollback must be called
+// exactly once.
+type Claim struct {
+	s        *MySQLStore
+	tx       *sql.Tx
+	now      time.Time
+	due      []domain.Target
+	advances []domain.Advance
+	broken   int
+	last     domain.ClaimCursor
+}
+
+// Cursor is the position of the last target the claim took.
+func (c *Claim) Cursor() domain.ClaimCursor { return c.last }
+
+// Targets is the number of targets the claim holds.
+func (c *Claim) Targets() int { return len(c.due) + c.broken }
+
+// BeginClaim opens a claim transaction and runs its first step: it selects
+// up to limit active targets due at now, oldest next_run_at first, FOR
+// UPDATE SKIP LOCKED (so claims in flight at the same time, and rows an API
+// request has locked, are skipped), starting after the cursor from (the
+// Cursor of the previous claim of the same scan, or the zero cursor), lets
+// planner compute their occurrences
+// and next states, and advances the targets with batched UPDATEs. It
+// returns a nil Claim when nothing is due. The transaction stays open
+// until Finish or Rollback; ctx must stay alive until then.
+//
+// Claims may be begun while another one is being finished: that overlap is
+// what lets a scan use two database connections (see app.Scheduler).
+func (s *MySQLStore) BeginClaim(ctx context.Context, now time.Time, limit int, planner domain.Planner, from domain.ClaimCursor) (app.ClaimTx, error) {
 	// READ COMMITTED: the locking read takes record locks only, no gap
 	// locks that would block the API inserting new due targets.
 	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
-		return res, fmt.Errorf("claim: begin: %w", err)
+		return nil, fmt.Errorf("claim: begin: %w", err)
 	}
-	defer func() { _ = tx.Rollback() }()
+	c := &Claim{s: s, tx: tx, now: now}
+	if err := c.begin(ctx, limit, planner, from); err != nil || c.Targets() == 0 {
+		_ = tx.Rollback()
+		return nil, err
+	}
+	return c, nil
+}
 
-	var one int
-	if err := tx.QueryRowContext(ctx, `SELECT id FROM outbox_claim_lock WHERE id = 1 FOR UPDATE`).Scan(&one); err != nil {
-		return res, fmt.Errorf("claim: lock the outbox for writing: %w", err)
+func (c *Claim) begin(ctx context.Context, limit int, planner domain.Planner, from domain.ClaimCursor) error {
+	// Only what planning needs: the relay reads the rest of the target.
+	const cols = `SELECT id, schedule_kind, due_at, cron_expr, time_zone, next_run_at, status, run_id FROM notification_targets `
+	var (
+		rows *sql.Rows
+		err  error
+	)
+	if from.IsZero() {
+		rows, err = c.tx.QueryContext(ctx, cols+`WHERE status = 'active' AND next_run_at <= ?
+			ORDER BY next_run_at, id LIMIT ? FOR UPDATE SKIP LOCKED`, c.now, limit)
+	} else {
+		rows, err = c.tx.QueryContext(ctx, cols+`WHERE status = 'active' AND next_run_at <= ?
+			AND (next_run_at > ? OR (next_run_at = ? AND id > ?))
+			ORDER BY next_run_at, id LIMIT ? FOR UPDATE SKIP LOCKED`, c.now, from.NextRunAt, from.NextRunAt, from.ID, limit)
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT `+targetColumns+` FROM notification_targets
-		WHERE status = 'active' AND next_run_at <= ?
-		ORDER BY next_run_at, id LIMIT ? FOR UPDATE SKIP LOCKED`, now, limit)
 	if err != nil {
-		return res, fmt.Errorf("claim: select due targets: %w", err)
+		return fmt.Errorf("claim: select due targets: %w", err)
 	}
-	due := make([]domain.Target, 0, limit)
+	c.due = make([]domain.Target, 0, limit)
 	var broken []int64
 	for rows.Next() {
 		var r targetRow
-		if err := rows.Scan(r.scanArgs()...); err != nil {
+		if err := rows.Scan(&r.ID, &r.ScheduleKind, &r.DueAt, &r.CronExpr, &r.TimeZone, &r.NextRunAt, &r.Status, &r.RunID); err != nil {
 			rows.Close()
-			return res, fmt.Errorf("claim: read due target: %w", err)
+			return fmt.Errorf("claim: read due target: %w", err)
 		}
-		t, err := s.toDomain(&r)
+		c.last = domain.ClaimCursor{NextRunAt: r.NextRunAt, ID: r.ID}
+		t, err := c.s.toDomain(&r)
 		if err != nil {
 			broken = append(broken, r.ID)
 			continue
 		}
-		due = append(due, t)
+		c.due = append(c.due, t)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return res, fmt.Errorf("claim: read due targets: %w", err)
+		return fmt.Errorf("claim: read due targets: %w", err)
 	}
-	if len(due) == 0 && len(broken) == 0 {
-		return res, nil
+	c.broken = len(broken)
+	if c.Targets() == 0 {
+		return nil
 	}
+	c.advances = planner.Plan(c.due, c.now)
+	return advanceTargets(ctx, c.tx, c.due, c.advances, broken, c.now)
+}
 
-	notes, advances := planner.Plan(due, now)
-	inserted, err := insertOutbox(ctx, tx, notes)
+// Finish runs the claim's second step and commits: it locks the single row
+// of outbox_claim_lock, writes one outbox row per occurrence with
+// multi-row INSERTs and commits. The unique key (target_id, occurrence_at)
+// makes a second outbox row for one occurrence impossible: a duplicate is
+// skipped, whoever claims it. On error the claim is rolled back.
+//
+// The outbox_claim_lock row serialises every outbox writer (several claims
+// of this process, a paused former lock holder): rows are inserted and
+// committed under it, so outbox rows commit in id order and a row that
+// becomes visible later always has a higher id than every row visible now.
+// That is what lets the relay keep a plain cursor (see Unpublished).
+func (c *Claim) Finish(ctx context.Context) (domain.ClaimResult, error) {
+	defer func() { _ = c.tx.Rollback() }() // no-op after Commit
+	var res domain.ClaimResult
+	var one int
+	if err := c.tx.QueryRowContext(ctx, `SELECT id FROM outbox_claim_lock WHERE id = 1 FOR UPDATE`).Scan(&one); err != nil {
+		return res, fmt.Errorf("claim: lock the outbox for writing: %w", err)
+	}
+	inserted, err := insertOutbox(ctx, c.tx, c.due, c.advances, c.now)
 	if err != nil {
 		return res, err
 	}
-	if err := advanceTargets(ctx, tx, due, advances, broken, now); err != nil {
-		return res, err
-	}
-	if s.BeforeClaimCommit != nil {
-		if err := s.BeforeClaimCommit(ctx); err != nil {
+	if c.s.BeforeClaimCommit != nil {
+		if err := c.s.BeforeClaimCommit(ctx); err != nil {
 			return res, fmt.Errorf("claim: before commit: %w", err)
 		}
 	}
-	if err := tx.Commit(); err != nil {
+	if err := c.tx.Commit(); err != nil {
 		return res, fmt.Errorf("claim: commit: %w", err)
 	}
-	res.Targets = len(due) + len(broken)
+	res.Targets = c.Targets()
 	res.Inserted = inserted
-	res.Broken = len(broken)
-	for _, a := range advances {
+	res.Broken = c.broken
+	for _, a := range c.advances {
 		if a.Truncated {
 			res.Truncated++
 		}
@@ -100,26 +162,38 @@ func (s *MySQLStore) ClaimDue(ctx context.Context, now time.Time, limit int, pla
 	return res, nil
 }
 
-const outboxColumns = 11
+// Rollback abandons the claim: its targets stay due.
+func (c *Claim) Rollback() { _ = c.tx.Rollback() }
 
-// insertOutbox writes notes with multi-row INSERTs; a row whose event id
-// or (target_id, occurrence_at) exists already is skipped. It returns the
-// number of rows written.
-func insertOutbox(ctx context.Context, tx *sql.Tx, notes []domain.Notification) (int, error) {
+const outboxColumns = 4
+
+// insertOutbox writes one row per occurrence of the advances with
+// multi-row INSERTs; an occurrence already in the outbox is skipped. It
+// returns the number of rows written.
+func insertOutbox(ctx context.Context, tx *sql.Tx, due []domain.Target, advances []domain.Advance, now time.Time) (int, error) {
+	type occ struct {
+		target int64
+		at     time.Time
+		runID  sql.NullString
+	}
+	occs := make([]occ, 0, len(due))
+	for i, a := range advances {
+		for _, at := range a.Occurrences {
+			occs = append(occs, occ{due[i].ID, at, nullString(due[i].RunID)})
+		}
+	}
 	inserted := 0
-	for start := 0; start < len(notes); start += insertChunk {
-		chunk := notes[start:min(start+insertChunk, len(notes))]
+	for start := 0; start < len(occs); start += insertChunk {
+		chunk := occs[start:min(start+insertChunk, len(occs))]
 		var b strings.Builder
-		b.Grow(200 + len(chunk)*(2*outboxColumns+3))
-		b.WriteString(`INSERT INTO outbox (event_id, target_id, occurrence_at, due_at, recipient_id, channel,
-			webhook_url, template_id, params, run_id, created_at) VALUES `)
+		b.Grow(100 + len(chunk)*(2*outboxColumns+3))
+		b.WriteString(`INSERT INTO outbox (target_id, occurrence_at, run_id, created_at) VALUES `)
 		placeholders(&b, len(chunk), outboxColumns)
 		// id = id is a no-op: a duplicate occurrence keeps its first row.
 		b.WriteString(` ON DUPLICATE KEY UPDATE id = id`)
 		args := make([]any, 0, len(chunk)*outboxColumns)
-		for _, n := range chunk {
-			args = append(args, n.ID, n.TargetID, n.OccurrenceAt, n.DueAt, n.RecipientID, string(n.Channel),
-				nullString(n.WebhookURL), n.TemplateID, n.Params, nullString(n.RunID), n.CreatedAt)
+		for _, o := range chunk {
+			args = append(args, o.target, o.at, o.runID, now)
 		}
 		res, err := tx.ExecContext(ctx, b.String(), args...)
 		if err != nil {
@@ -233,13 +307,15 @@ func (s *MySQLStore) PublishedUpTo(ctx context.Context) (uint64, error) {
 }
 
 // Unpublished returns up to limit outbox rows with an id above afterID, in
-// id order, as notifications whose Sequence is the outbox id. Because claims
-// commit in id order (see ClaimDue), the rows returned are all the rows in
-// their id range that will ever exist: a cursor never skips a row.
+// id order, as notifications (joined with their targets) whose Sequence is
+// the outbox id. Because claims commit in id order (see ClaimDue), the rows
+// returned are all the rows in their id range that will ever exist: a
+// cursor never skips a row.
 func (s *MySQLStore) Unpublished(ctx context.Context, afterID uint64, limit int) ([]domain.Notification, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, event_id, target_id, occurrence_at, due_at, recipient_id, channel,
-			webhook_url, template_id, params, run_id, created_at
-		FROM outbox WHERE id > ? ORDER BY id LIMIT ?`, afterID, limit)
+	rows, err := s.db.QueryContext(ctx, `SELECT o.id, o.target_id, o.occurrence_at, o.run_id, o.created_at,
+			t.created_at, t.recipient_id, t.channel, t.webhook_url, t.template_id, t.params
+		FROM outbox o JOIN notification_targets t ON t.id = o.target_id
+		WHERE o.id > ? ORDER BY o.id LIMIT ?`, afterID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read unpublished outbox rows: %w", err)
 	}
@@ -247,14 +323,17 @@ func (s *MySQLStore) Unpublished(ctx context.Context, afterID uint64, limit int)
 	out := make([]domain.Notification, 0, limit)
 	for rows.Next() {
 		var (
-			n          domain.Notification
-			ch         string
-			url, runID sql.NullString
+			n             domain.Notification
+			targetCreated time.Time
+			ch            string
+			url, runID    sql.NullString
 		)
-		if err := rows.Scan(&n.Sequence, &n.ID, &n.TargetID, &n.OccurrenceAt, &n.DueAt, &n.RecipientID, &ch,
-			&url, &n.TemplateID, &n.Params, &runID, &n.CreatedAt); err != nil {
+		if err := rows.Scan(&n.Sequence, &n.TargetID, &n.OccurrenceAt, &runID, &n.CreatedAt,
+			&targetCreated, &n.RecipientID, &ch, &url, &n.TemplateID, &n.Params); err != nil {
 			return nil, fmt.Errorf("read unpublished outbox row: %w", err)
 		}
+		n.ID = domain.NotificationID(n.TargetID, targetCreated, n.OccurrenceAt)
+		n.DueAt = n.OccurrenceAt
 		n.Channel, n.WebhookURL, n.RunID = domain.Channel(ch), url.String, runID.String
 		out = append(out, n)
 	}

@@ -2,6 +2,8 @@ package app_test
 
 import (
 	"context"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -21,7 +23,7 @@ func BenchmarkClaimPublish100k(b *testing.B) {
 	const n = 100_000
 	b.Run("staged", func(b *testing.B) {
 		e := newEnv(b, 12)
-		in := e.instance(b, instanceOpts{})
+		in := e.instance(b, instanceOpts{claimBatch: benchEnv("CLAIM_BATCH"), relayBatch: benchEnv("RELAY_BATCH")})
 		ctx := context.Background()
 		var claim, publish time.Duration
 		for i := 0; i < b.N; i++ {
@@ -49,7 +51,7 @@ func BenchmarkClaimPublish100k(b *testing.B) {
 	})
 	b.Run("pipelined", func(b *testing.B) {
 		e := newEnv(b, 12)
-		in := e.instance(b, instanceOpts{tick: 10 * time.Millisecond})
+		in := e.instance(b, instanceOpts{tick: 10 * time.Millisecond, claimBatch: benchEnv("CLAIM_BATCH"), relayBatch: benchEnv("RELAY_BATCH")})
 		var claimed, total time.Duration
 		for i := 0; i < b.N; i++ {
 			b.StopTimer()
@@ -89,9 +91,16 @@ func BenchmarkClaimPublish100k(b *testing.B) {
 	})
 }
 
+// benchEnv reads NOTIFLOW_BENCH_<name> (0 when unset: the default).
+func benchEnv(name string) int {
+	n, _ := strconv.Atoi(os.Getenv("NOTIFLOW_BENCH_" + name))
+	return n
+}
+
 func reset(tb testing.TB, in *instance) {
 	tb.Helper()
-	for _, q := range []string{`TRUNCATE TABLE outbox`, `TRUNCATE TABLE notification_targets`} {
+	// Truncating restarts the outbox ids: the relay cursor must restart too.
+	for _, q := range []string{`TRUNCATE TABLE outbox`, `TRUNCATE TABLE notification_targets`, `UPDATE outbox_relay SET published_id = 0`} {
 		if _, err := in.store.DB().Exec(q); err != nil {
 			tb.Fatalf("%s: %v", q, err)
 		}

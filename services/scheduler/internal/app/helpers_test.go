@@ -297,11 +297,11 @@ func itoa(i int) string {
 	return string(b[p:])
 }
 
-// outboxCounts returns (rows, unpublished rows, distinct event ids).
+// outboxCounts returns (rows, unpublished rows, distinct occurrences).
 func outboxCounts(tb testing.TB, s *adapters.MySQLStore) (rows, unpublished, distinct int) {
 	tb.Helper()
 	err := s.DB().QueryRowContext(context.Background(),
-		`SELECT COUNT(*), COALESCE(SUM(id > (SELECT published_id FROM outbox_relay WHERE id = 1)), 0), COUNT(DISTINCT event_id) FROM outbox`).Scan(&rows, &unpublished, &distinct)
+		`SELECT COUNT(*), COALESCE(SUM(id > (SELECT published_id FROM outbox_relay WHERE id = 1)), 0), COUNT(DISTINCT target_id, occurrence_at) FROM outbox`).Scan(&rows, &unpublished, &distinct)
 	if err != nil {
 		tb.Fatalf("count outbox: %v", err)
 	}

@@ -15,7 +15,20 @@ import (
 // ClaimStore claims due targets into the outbox (see
 // adapters.MySQLStore.ClaimDue).
 type ClaimStore interface {
-	ClaimDue(ctx context.Context, now time.Time, limit int, planner domain.Planner) (domain.ClaimResult, error)
+	// BeginClaim selects and advances up to limit due targets in a new
+	// transaction and returns it open, or nil when nothing is due.
+	BeginClaim(ctx context.Context, now time.Time, limit int, planner domain.Planner, from domain.ClaimCursor) (ClaimTx, error)
+}
+
+// ClaimTx is a claim transaction after its first step (targets selected
+// FOR UPDATE SKIP LOCKED and advanced). Finish writes the outbox rows and
+// commits; the outbox rows of claims finished one after the other get
+// increasing ids. Finish or Rollback must be called exactly once.
+type ClaimTx interface {
+	Targets() int
+	Cursor() domain.ClaimCursor
+	Finish(ctx context.Context) (domain.ClaimResult, error)
+	Rollback()
 }
 
 // Housekeeper trims the outbox and measures its backlog.
@@ -153,31 +166,85 @@ func (s *Scheduler) Tick(ctx context.Context) {
 	defer s.Wake() // also when nothing was claimed: the relay retries leftovers and housekeeps
 	start := time.Now()
 	defer func() { s.m.ScanDuration.Observe(time.Since(start).Seconds()) }()
-	for ctx.Err() == nil && lease.Err() == nil {
-		res, err := s.claims.ClaimDue(lease, s.now(), s.opts.ClaimBatch, s.planner)
-		if err != nil {
-			if lease.Err() != nil {
-				s.log.Warn("claim aborted: scan lock lost", "cause", context.Cause(lease))
-			} else {
-				s.m.ClaimErrors.Inc()
-				s.log.Error("claim due targets", "err", err)
+
+	// Two claims overlap: while the finisher writes the outbox rows of batch
+	// k and commits, this loop selects and advances batch k+1 on another
+	// connection (its SELECT skips the rows k still locks). Batches are
+	// begun and finished in the same order, so outbox order follows
+	// (next_run_at, id) order across batches.
+	begun := make(chan ClaimTx) // unbuffered: at most two claims open
+	failed := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var broken bool
+		for c := range begun {
+			if broken {
+				c.Rollback() // its targets stay due for the next tick
+				continue
 			}
+			if !s.finish(lease, c) {
+				broken = true
+				close(failed)
+			}
+		}
+	}()
+	defer func() {
+		close(begun)
+		<-done
+	}()
+	now := s.now() // one "now" per scan: a cursor is only meaningful under it
+	var cursor domain.ClaimCursor
+	for ctx.Err() == nil && lease.Err() == nil {
+		c, err := s.claims.BeginClaim(lease, now, s.opts.ClaimBatch, s.planner, cursor)
+		if err != nil {
+			s.claimFailed(lease, err)
 			return
 		}
-		s.m.Claimed.Add(float64(res.Targets))
-		s.m.OutboxInserted.Add(float64(res.Inserted))
-		s.m.CatchUpTruncated.Add(float64(res.Truncated))
-		if res.Broken > 0 {
-			s.m.BrokenTargets.Add(float64(res.Broken))
-			s.log.Error("paused targets whose stored schedule no longer parses", "count", res.Broken)
+		if c == nil {
+			return
 		}
-		if res.Inserted > 0 {
-			s.Wake()
+		full := c.Targets() >= s.opts.ClaimBatch
+		cursor = c.Cursor()
+		select {
+		case begun <- c:
+		case <-failed:
+			c.Rollback()
+			return
 		}
-		if res.Targets < s.opts.ClaimBatch {
+		if !full {
 			return
 		}
 	}
+}
+
+// finish completes one claim and accounts for it; false means it failed.
+func (s *Scheduler) finish(lease context.Context, c ClaimTx) bool {
+	res, err := c.Finish(lease)
+	if err != nil {
+		s.claimFailed(lease, err)
+		return false
+	}
+	s.m.Claimed.Add(float64(res.Targets))
+	s.m.OutboxInserted.Add(float64(res.Inserted))
+	s.m.CatchUpTruncated.Add(float64(res.Truncated))
+	if res.Broken > 0 {
+		s.m.BrokenTargets.Add(float64(res.Broken))
+		s.log.Error("paused targets whose stored schedule no longer parses", "count", res.Broken)
+	}
+	if res.Inserted > 0 {
+		s.Wake()
+	}
+	return true
+}
+
+func (s *Scheduler) claimFailed(lease context.Context, err error) {
+	if lease.Err() != nil {
+		s.log.Warn("claim aborted: scan lock lost", "cause", context.Cause(lease))
+		return
+	}
+	s.m.ClaimErrors.Inc()
+	s.log.Error("claim due targets", "err", err)
 }
 
 // Wake asks the relay loop for a pass; it never blocks.

@@ -150,7 +150,8 @@ func TestThreeSchedulers(t *testing.T) {
 // sequences in offset order.
 func checkConsumed(t *testing.T, e *env, in *instance, cons *consumer) {
 	t.Helper()
-	rows, err := in.store.DB().QueryContext(context.Background(), `SELECT event_id, id, recipient_id FROM outbox`)
+	rows, err := in.store.DB().QueryContext(context.Background(), `SELECT o.id, o.target_id, o.occurrence_at, t.created_at, t.recipient_id
+		FROM outbox o JOIN notification_targets t ON t.id = o.target_id`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,11 +163,16 @@ func checkConsumed(t *testing.T, e *env, in *instance, cons *consumer) {
 	}
 	byRecipient := map[string][]rec{}
 	for rows.Next() {
-		var id, rcpt string
-		var seq uint64
-		if err := rows.Scan(&id, &seq, &rcpt); err != nil {
+		var (
+			rcpt              string
+			seq               uint64
+			target            int64
+			occurred, created time.Time
+		)
+		if err := rows.Scan(&seq, &target, &occurred, &created, &rcpt); err != nil {
 			t.Fatal(err)
 		}
+		id := domain.NotificationID(target, created, occurred)
 		rs := cons.records(id)
 		if len(rs) == 0 {
 			t.Errorf("outbox row %s never reached Kafka", id)

@@ -65,8 +65,8 @@ func (t Target) Advance(now time.Time, p MissedPolicy) Advance {
 	return a
 }
 
-// Notification is one due occurrence of a target, as it is stored in the
-// outbox and published: a snapshot of the target at claim time.
+// Notification is one due occurrence of a target as it is published: the
+// outbox row (occurrence, claim time, sequence) with the target's content.
 type Notification struct {
 	// ID is unique per occurrence (see NotificationID); it stays the same
 	// on every re-publish and is the deduplication key downstream.
@@ -86,7 +86,7 @@ type Notification struct {
 	CreatedAt time.Time
 }
 
-// NewNotification is the occurrence at of t, created at now. The
+// NewNotification is the occurrence at of t, claimed at now. The
 // occurrence time is also its due time.
 func NewNotification(t Target, at, now time.Time) Notification {
 	return Notification{

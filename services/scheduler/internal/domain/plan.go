@@ -2,26 +2,21 @@ package domain
 
 import "time"
 
-// Planner turns the due targets of one claim into the notifications to
-// store and the targets' next states.
+// Planner turns the due targets of one claim into their due occurrences
+// and next states.
 type Planner struct {
 	Policy MissedPolicy
 }
 
-// Plan returns, for due targets at now, the notifications of all their due
-// occurrences (in target order, then occurrence order) and one Advance per
-// target (advances[i] belongs to due[i]).
-func (p Planner) Plan(due []Target, now time.Time) (notes []Notification, advances []Advance) {
-	notes = make([]Notification, 0, len(due))
-	advances = make([]Advance, len(due))
+// Plan returns one Advance per due target at now (advances[i] belongs to
+// due[i]); the occurrences to store are the advances' Occurrences, in
+// target order, then occurrence order.
+func (p Planner) Plan(due []Target, now time.Time) []Advance {
+	advances := make([]Advance, len(due))
 	for i, t := range due {
-		a := t.Advance(now, p.Policy)
-		advances[i] = a
-		for _, at := range a.Occurrences {
-			notes = append(notes, NewNotification(t, at, now))
-		}
+		advances[i] = t.Advance(now, p.Policy)
 	}
-	return notes, advances
+	return advances
 }
 
 // ClaimResult says what one claim transaction did.
@@ -38,3 +33,18 @@ type ClaimResult struct {
 	// parses; they are paused.
 	Broken int
 }
+
+// ClaimCursor is the position of the last target a claim took in
+// (next_run_at, id) order. A scan passes it to its next claim so that the
+// next SELECT starts there instead of stepping again over the index
+// entries the previous claims just changed (InnoDB keeps them, delete
+// marked, until purge). The zero value starts from the beginning; every
+// scan does, so a target skipped by a cursor (created due in the past while
+// a scan ran, or locked by an API request) is claimed by the next one.
+type ClaimCursor struct {
+	NextRunAt time.Time
+	ID        int64
+}
+
+// IsZero reports whether c starts from the beginning.
+func (c ClaimCursor) IsZero() bool { return c.ID == 0 }
