@@ -27,7 +27,10 @@ import (
 // published takes the relay cursor's updated_at when it falls between the
 // previous sample and this one (the moment the cursor passed the last row),
 // else its own time; so it is exact to the relay's clock, or late by at most
-// one sample interval.
+// one sample interval. The claim stage ends at the last outbox row's
+// created_at when that falls after the sample preceding the first one that
+// saw every row, else at that sample (the scheduler stamps a scan's rows
+// with the scan's start).
 type watcher struct {
 	s   *Service
 	rec domain.Record
@@ -36,6 +39,8 @@ type watcher struct {
 	status              domain.Status
 	lag                 []domain.LagSample
 	lastChange          time.Time
+	claimedAt           time.Time // first sample that saw every outbox row
+	claimedWindow       time.Time // the sample before it
 	publishedAt         time.Time
 	lastPublishIncrease time.Time
 	outboxFinal         bool
@@ -179,6 +184,9 @@ func (w *watcher) applyOutbox(c adapters.Counts, now time.Time) {
 		w.lastPublishIncrease = now
 	}
 	w.prog.OutboxRows, w.prog.Published = c.OutboxRows, c.Published
+	if w.claimedAt.IsZero() && w.prog.OutboxRows >= w.eligible() {
+		w.claimedAt, w.claimedWindow = now, w.prevSample
+	}
 	if w.prog.OutboxRows >= w.eligible() && w.prog.Published >= w.prog.OutboxRows {
 		w.outboxFinal = true
 		w.publishedAt = now
@@ -204,6 +212,13 @@ func (w *watcher) report(ctx context.Context) (*domain.Report, error) {
 	published := w.publishedAt
 	if published.IsZero() {
 		published = w.lastPublishIncrease
+	}
+	// The outbox rows' created_at is the claim's notion of now, which may
+	// be the start of a whole scan rather than the commit of the last
+	// batch: when it is older than the sample before the one that saw
+	// every row, that sample's time is the better bound.
+	if !w.claimedAt.IsZero() && !lastOutbox.After(w.claimedWindow) {
+		lastOutbox = w.claimedAt
 	}
 	rep := domain.ComputeReport(domain.ReportInput{
 		DueAt: w.rec.Run.DueAt, Eligible: w.eligible(), OutboxCreated: outbox, LastOutboxAt: lastOutbox,

@@ -32,7 +32,8 @@ type ReportInput struct {
 	DueAt    time.Time
 	Eligible int64
 	// OutboxCreated is the number of the run's outbox rows and
-	// LastOutboxAt the latest created_at among them.
+	// LastOutboxAt when the last of them was written (the end of the claim
+	// stage).
 	OutboxCreated int64
 	LastOutboxAt  time.Time
 	// PublishedAt is when every outbox row had been acknowledged by Kafka

@@ -51,6 +51,11 @@ func TestRunEndToEnd(t *testing.T) {
 			t.Errorf("stage %s = %v", stage, r.StagesPerSecond[stage])
 		}
 	}
+	// Rows are claimed before they are published: the claim stage ends by
+	// the publish stage's end (give or take one 50 ms sample).
+	if claimSec := 300 / r.StagesPerSecond[domain.StageClaim]; claimSec > r.EventPublishSec+0.06 {
+		t.Errorf("claim stage ends at %.3f s, after publishing ended (%.3f s)", claimSec, r.EventPublishSec)
+	}
 	if _, ok := r.PeakLag[e.dispatcherGroup]; !ok || len(r.PeakLag) != 2 {
 		t.Errorf("peak lag = %v, want both groups", r.PeakLag)
 	}
