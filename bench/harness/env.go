@@ -36,6 +36,22 @@ func LocalDeps() Deps {
 	}
 }
 
+// DepsRunning reports whether scripts/deps.sh status finds all three
+// dependencies up.
+func DepsRunning(ctx context.Context, root string) bool {
+	return exec.CommandContext(ctx, filepath.Join(root, "scripts", "deps.sh"), "status").Run() == nil
+}
+
+// DepsDown runs scripts/deps.sh down: it stops what deps.sh started.
+func DepsDown(ctx context.Context, root string) error {
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "scripts", "deps.sh"), "down")
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("scripts/deps.sh down: %w", err)
+	}
+	return nil
+}
+
 // DepsUp runs scripts/deps.sh up from root, printing its output to stdout.
 func DepsUp(ctx context.Context, root string) error {
 	cmd := exec.CommandContext(ctx, filepath.Join(root, "scripts", "deps.sh"), "up")

@@ -26,8 +26,12 @@ func cmdDemo(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	wasRunning := harness.DepsRunning(ctx, root)
 	if err := harness.DepsUp(ctx, root); err != nil {
 		return err
+	}
+	if !wasRunning { // the demo started them, so it stops them too
+		defer func() { _ = harness.DepsDown(context.Background(), root) }()
 	}
 	binDir := filepath.Join(root, "bin")
 	fmt.Println("building the services")
