@@ -105,7 +105,7 @@ func (e *env) instance(tb testing.TB, o instanceOpts) *instance {
 		o.tick = 50 * time.Millisecond
 	}
 	if o.claimBatch == 0 {
-		o.claimBatch = 1000
+		o.claimBatch = 5000
 	}
 	if o.relayBatch == 0 {
 		o.relayBatch = 5000

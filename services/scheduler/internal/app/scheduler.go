@@ -40,7 +40,7 @@ type Housekeeper interface {
 // SchedulerOptions tune a Scheduler; zero values take the defaults noted.
 type SchedulerOptions struct {
 	Tick            time.Duration // between scans; default 1s
-	ClaimBatch      int           // targets per claim transaction; default 1000
+	ClaimBatch      int           // targets per claim transaction; default 5000
 	Policy          domain.MissedPolicy
 	Retention       time.Duration    // published outbox rows are kept this long
 	ShutdownTimeout time.Duration    // bound of the drain after ctx ends; default 20s
@@ -75,7 +75,7 @@ func NewScheduler(leader *Leader, claims ClaimStore, relay *Relay, house Houseke
 		opts.Tick = time.Second
 	}
 	if opts.ClaimBatch <= 0 {
-		opts.ClaimBatch = 1000
+		opts.ClaimBatch = 5000
 	}
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = 20 * time.Second

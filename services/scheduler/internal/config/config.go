@@ -22,7 +22,7 @@ const (
 	DefaultMySQLDSN         = "notiflow:notiflow@tcp(127.0.0.1:3306)/notiflow?parseTime=true&loc=UTC"
 	DefaultRedisAddr        = "127.0.0.1:6379"
 	DefaultTick             = time.Second
-	DefaultClaimBatch       = 1000
+	DefaultClaimBatch       = 5000
 	DefaultRelayBatch       = 5000
 	DefaultLockKey          = "notiflow:scheduler:scan"
 	DefaultLockTTL          = 10 * time.Second
@@ -58,7 +58,7 @@ type Config struct {
 
 	ScanEnabled     bool          `env:"NOTIFLOW_SCAN_ENABLED" default:"true"`
 	Tick            time.Duration `env:"NOTIFLOW_TICK" default:"1s"`
-	ClaimBatch      int           `env:"NOTIFLOW_CLAIM_BATCH" default:"1000"`
+	ClaimBatch      int           `env:"NOTIFLOW_CLAIM_BATCH" default:"5000"`
 	RelayBatch      int           `env:"NOTIFLOW_RELAY_BATCH" default:"5000"`
 	LockKey         string        `env:"NOTIFLOW_LOCK_KEY" default:"notiflow:scheduler:scan"`
 	LockTTL         time.Duration `env:"NOTIFLOW_LOCK_TTL" default:"10s"`
@@ -131,8 +131,8 @@ func (c Config) Validate() error {
 	if c.Tick < 10*time.Millisecond {
 		add("NOTIFLOW_TICK", "must be at least 10ms, got %s", c.Tick)
 	}
-	if c.ClaimBatch < 1 || c.ClaimBatch > 5000 {
-		add("NOTIFLOW_CLAIM_BATCH", "must be between 1 and 5000, got %d", c.ClaimBatch)
+	if c.ClaimBatch < 1 || c.ClaimBatch > 20000 {
+		add("NOTIFLOW_CLAIM_BATCH", "must be between 1 and 20000, got %d", c.ClaimBatch)
 	}
 	if c.RelayBatch < 1 || c.RelayBatch > 20000 {
 		add("NOTIFLOW_RELAY_BATCH", "must be between 1 and 20000, got %d", c.RelayBatch)
