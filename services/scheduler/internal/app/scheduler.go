@@ -151,10 +151,11 @@ func (s *Scheduler) Run(ctx context.Context) error {
 }
 
 // Tick runs one scan if this replica holds (or can take) the lease: it
-// claims batches until fewer than a full batch was due, ctx ended (the
-// batch in progress still commits) or the lease was lost (the batch in
-// progress rolls back). Tick is what the cron job calls; tests call it
-// directly. Calls must not overlap.
+// claims batches until fewer than a full batch was due, a claim failed,
+// ctx ended (the batches in progress, at most two, still commit) or the
+// lease was lost (they roll back). It returns when every claim it began
+// has committed or rolled back. Tick is what the cron job calls; tests call
+// it directly. Calls must not overlap.
 func (s *Scheduler) Tick(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
@@ -196,6 +197,11 @@ func (s *Scheduler) Tick(ctx context.Context) {
 	now := s.now() // one "now" per scan: a cursor is only meaningful under it
 	var cursor domain.ClaimCursor
 	for ctx.Err() == nil && lease.Err() == nil {
+		select {
+		case <-failed: // the scan stops at the first failure
+			return
+		default:
+		}
 		c, err := s.claims.BeginClaim(lease, now, s.opts.ClaimBatch, s.planner, cursor)
 		if err != nil {
 			s.claimFailed(lease, err)
