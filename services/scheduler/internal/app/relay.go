@@ -131,15 +131,29 @@ func (r *Relay) Drain(ctx context.Context) (int, error) {
 			if markErr != nil {
 				continue
 			}
+			// Batches acknowledged meanwhile share one cursor update.
+			n, upTo := len(notes), notes[len(notes)-1].Sequence
+		more:
+			for {
+				select {
+				case next, ok := <-acked:
+					if !ok {
+						break more
+					}
+					n, upTo = n+len(next), next[len(next)-1].Sequence
+				default:
+					break more
+				}
+			}
 			mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
-			markErr = r.store.MarkPublished(mctx, notes[len(notes)-1].Sequence, r.clock())
+			markErr = r.store.MarkPublished(mctx, upTo, r.clock())
 			cancel()
 			if markErr != nil {
 				stop(markErr) // stop reading and publishing
 				continue
 			}
-			published += len(notes)
-			r.m.Published.Add(float64(len(notes)))
+			published += n
+			r.m.Published.Add(float64(n))
 		}
 		return markErr
 	})
