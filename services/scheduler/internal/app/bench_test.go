@@ -18,7 +18,9 @@ import (
 //     each claim batch; reports the end-to-end rate (claimed, published and
 //     marked).
 //
-// Run: go test -run '^$' -bench ClaimPublish100k -benchtime 3x ./internal/app/
+// Run: go test -run '^$' -bench ClaimPublish100k -benchtime 5x ./internal/app/
+// NOTIFLOW_BENCH_CLAIM_BATCH and NOTIFLOW_BENCH_RELAY_BATCH override the
+// batch sizes (default: the service's defaults).
 func BenchmarkClaimPublish100k(b *testing.B) {
 	const n = 100_000
 	b.Run("staged", func(b *testing.B) {
