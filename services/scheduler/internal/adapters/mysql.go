@@ -115,14 +115,6 @@ type targetRow struct {
 
 func (targetRow) TableName() string { return "notification_targets" }
 
-const targetColumns = `id, recipient_id, channel, webhook_url, template_id, params, schedule_kind,
-	due_at, cron_expr, time_zone, next_run_at, status, run_id, created_at, updated_at`
-
-func (r *targetRow) scanArgs() []any {
-	return []any{&r.ID, &r.RecipientID, &r.Channel, &r.WebhookURL, &r.TemplateID, &r.Params, &r.ScheduleKind,
-		&r.DueAt, &r.CronExpr, &r.TimeZone, &r.NextRunAt, &r.Status, &r.RunID, &r.CreatedAt, &r.UpdatedAt}
-}
-
 // toDomain rebuilds a target; the error says that its stored schedule no
 // longer parses (e.g. a time zone missing from this host's database).
 func (s *MySQLStore) toDomain(r *targetRow) (domain.Target, error) {
