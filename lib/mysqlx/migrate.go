@@ -12,10 +12,15 @@ import (
 )
 
 // Migration is one schema version: statements applied in order, once.
+// Statements should be idempotent (IF NOT EXISTS): MySQL commits DDL
+// implicitly, so a migration that failed half-way is simply run again.
 type Migration struct {
 	Version int
 	Name    string
 	Stmts   []string
+	// Then, when set, runs after Stmts on the same connection (for changes
+	// SQL cannot make idempotent by itself); it must be idempotent too.
+	Then func(ctx context.Context, conn *sql.Conn) error
 }
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
@@ -76,6 +81,11 @@ func Migrate(ctx context.Context, db *sql.DB, table string, migrations []Migrati
 		}
 		for _, stmt := range m.Stmts {
 			if _, err := conn.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("migrate: version %d (%s): %w", m.Version, m.Name, err)
+			}
+		}
+		if m.Then != nil {
+			if err := m.Then(ctx, conn); err != nil {
 				return fmt.Errorf("migrate: version %d (%s): %w", m.Version, m.Name, err)
 			}
 		}

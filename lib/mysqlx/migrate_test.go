@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	_ "github.com/go-sql-driver/mysql"
@@ -19,9 +20,15 @@ func TestMigrateIdempotentAndConcurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
+	var thens atomic.Int32
 	ms := []Migration{
-		{1, "widgets", []string{`CREATE TABLE widgets (id INT PRIMARY KEY)`}},
-		{2, "widget name", []string{`ALTER TABLE widgets ADD COLUMN name VARCHAR(10) NOT NULL DEFAULT ''`}},
+		{Version: 1, Name: "widgets", Stmts: []string{`CREATE TABLE widgets (id INT PRIMARY KEY)`}},
+		{Version: 2, Name: "widget name", Stmts: []string{`ALTER TABLE widgets ADD COLUMN name VARCHAR(10) NOT NULL DEFAULT ''`},
+			Then: func(ctx context.Context, conn *sql.Conn) error {
+				thens.Add(1)
+				_, err := conn.ExecContext(ctx, `INSERT INTO widgets (id, name) VALUES (1, 'first')`)
+				return err
+			}},
 	}
 	ctx := context.Background()
 	// Five replicas at once: the lock serialises them, each version runs once.
@@ -48,7 +55,10 @@ func TestMigrateIdempotentAndConcurrent(t *testing.T) {
 	}
 
 	// A failing statement names its version and leaves earlier ones applied.
-	bad := append(ms, Migration{3, "broken", []string{`ALTER TABLE nope ADD COLUMN x INT`}})
+	if thens.Load() != 1 {
+		t.Fatalf("Then ran %d times, want 1", thens.Load())
+	}
+	bad := append(ms, Migration{Version: 3, Name: "broken", Stmts: []string{`ALTER TABLE nope ADD COLUMN x INT`}})
 	err = Migrate(ctx, db, "test_migrations", bad)
 	if err == nil || !strings.Contains(err.Error(), "version 3 (broken)") {
 		t.Fatalf("want error naming version 3, got %v", err)

@@ -5,28 +5,20 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
-	"time"
+
+	"github.com/notiflow/notiflow/lib/mysqlx"
 )
 
-// migration is one versioned schema change. Statements must be idempotent
-// (IF NOT EXISTS) because MySQL commits DDL implicitly: a migration that
-// failed half-way is simply run again.
-type migration struct {
-	version int
-	name    string
-	stmts   []string
-	// then, when set, runs after stmts on the same connection; it must be
-	// idempotent too.
-	then func(ctx context.Context, conn *sql.Conn) error
-}
+// migrationTable records the scheduler's applied schema versions.
+const migrationTable = "schema_migrations"
 
 // migrations are applied in order; never edit one that was released, add a
 // new version instead.
-var migrations = []migration{
+var migrations = []mysqlx.Migration{
 	{
-		version: 1,
-		name:    "notification_targets, outbox, relay cursor and claim lock",
-		stmts: []string{
+		Version: 1,
+		Name:    "notification_targets, outbox, relay cursor and claim lock",
+		Stmts: []string{
 			`CREATE TABLE IF NOT EXISTS notification_targets (
 				id            BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
 				recipient_id  VARCHAR(191) NOT NULL,
@@ -85,9 +77,9 @@ var migrations = []migration{
 		},
 	},
 	{
-		version: 2,
-		name:    "benchmark_runs",
-		stmts: []string{
+		Version: 2,
+		Name:    "benchmark_runs",
+		Stmts: []string{
 			// One row per benchmark run (internal/benchrun). active is 1
 			// while the run is not final and NULL after: the unique key lets
 			// one run at a time exist across replicas. heartbeat_at is
@@ -126,9 +118,9 @@ var migrations = []migration{
 		// status and next_run_at; the notification id is derived
 		// (domain.NotificationID). Writing the copied columns cost about
 		// half of each claim's INSERT.
-		version: 3,
-		name:    "lean outbox",
-		then:    dropColumns("outbox", "event_id", "due_at", "recipient_id", "channel", "webhook_url", "template_id", "params"),
+		Version: 3,
+		Name:    "lean outbox",
+		Then:    dropColumns("outbox", "event_id", "due_at", "recipient_id", "channel", "webhook_url", "template_id", "params"),
 	},
 }
 
@@ -157,77 +149,14 @@ func dropColumns(table string, columns ...string) func(context.Context, *sql.Con
 	}
 }
 
-// Migrate brings the schema to the latest version. Replicas starting at
-// once serialise on a named server lock (GET_LOCK, per database), and each
-// applied version is recorded in schema_migrations, so running it again is
-// a no-op.
+// Migrate brings the schema to the latest version (lib/mysqlx: replicas
+// starting at once serialise on a server lock; applied versions are
+// recorded in schema_migrations, so running it again is a no-op).
 func (s *MySQLStore) Migrate(ctx context.Context) error {
-	conn, err := s.db.Conn(ctx)
-	if err != nil {
-		return fmt.Errorf("migrate: get connection: %w", err)
-	}
-	defer conn.Close()
-	var got sql.NullInt64
-	if err := conn.QueryRowContext(ctx, `SELECT GET_LOCK(CONCAT('notiflow_scheduler_migrate:', DATABASE()), 60)`).Scan(&got); err != nil {
-		return fmt.Errorf("migrate: take migration lock: %w", err)
-	}
-	if !got.Valid || got.Int64 != 1 {
-		return fmt.Errorf("migrate: migration lock not granted within 60s")
-	}
-	defer func() {
-		_, _ = conn.ExecContext(context.WithoutCancel(ctx), `SELECT RELEASE_LOCK(CONCAT('notiflow_scheduler_migrate:', DATABASE()))`)
-	}()
-	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version    INT NOT NULL PRIMARY KEY,
-		name       VARCHAR(255) NOT NULL,
-		applied_at DATETIME(6) NOT NULL
-	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`); err != nil {
-		return fmt.Errorf("migrate: create schema_migrations: %w", err)
-	}
-	applied := map[int]bool{}
-	rows, err := conn.QueryContext(ctx, `SELECT version FROM schema_migrations`)
-	if err != nil {
-		return fmt.Errorf("migrate: read applied versions: %w", err)
-	}
-	for rows.Next() {
-		var v int
-		if err := rows.Scan(&v); err != nil {
-			rows.Close()
-			return fmt.Errorf("migrate: read applied versions: %w", err)
-		}
-		applied[v] = true
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("migrate: read applied versions: %w", err)
-	}
-	for _, m := range migrations {
-		if applied[m.version] {
-			continue
-		}
-		for _, stmt := range m.stmts {
-			if _, err := conn.ExecContext(ctx, stmt); err != nil {
-				return fmt.Errorf("migrate: version %d (%s): %w", m.version, m.name, err)
-			}
-		}
-		if m.then != nil {
-			if err := m.then(ctx, conn); err != nil {
-				return fmt.Errorf("migrate: version %d (%s): %w", m.version, m.name, err)
-			}
-		}
-		if _, err := conn.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
-			m.version, m.name, time.Now().UTC()); err != nil {
-			return fmt.Errorf("migrate: record version %d: %w", m.version, err)
-		}
-	}
-	return nil
+	return mysqlx.Migrate(ctx, s.db, migrationTable, migrations)
 }
 
 // SchemaVersion returns the highest applied migration version (0 if none).
 func (s *MySQLStore) SchemaVersion(ctx context.Context) (int, error) {
-	var v sql.NullInt64
-	if err := s.db.QueryRowContext(ctx, `SELECT MAX(version) FROM schema_migrations`).Scan(&v); err != nil {
-		return 0, fmt.Errorf("read schema version: %w", err)
-	}
-	return int(v.Int64), nil
+	return mysqlx.Version(ctx, s.db, migrationTable)
 }
