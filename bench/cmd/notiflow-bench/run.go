@@ -53,6 +53,10 @@ type result struct {
 	Config options        `json:"config"`
 	Run    *harness.Run   `json:"run"`
 	RSSMiB map[string]int `json:"rssMiB,omitempty"`
+	// CPUSec is the CPU time each process (services and dependencies) used
+	// from the benchmark's start to its end: where the machine's two cores
+	// went.
+	CPUSec map[string]float64 `json:"cpuSec,omitempty"`
 }
 
 func cmdRun(ctx context.Context, args []string) error {
@@ -109,6 +113,11 @@ func benchmark(ctx context.Context, root string, o options) (*result, error) {
 		return nil, err
 	}
 	admin := &harness.Admin{Base: "http://" + sched.Addr, Token: token}
+	pids := harness.DepPids(root)
+	for _, p := range stack.Procs("") {
+		pids[p.Name] = p.Pid()
+	}
+	cpu := harness.StartCPUMeter(pids)
 	run, err := admin.StartBenchmark(ctx, harness.BenchmarkRequest{
 		Notifications: o.Notifications, Recipients: o.Recipients, Channel: o.Channel,
 		SimLatencyMs: int(o.SimLatency / time.Millisecond),
@@ -122,7 +131,7 @@ func benchmark(ctx context.Context, root string, o options) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &result{Config: o, Run: run, RSSMiB: map[string]int{}}
+	res := &result{Config: o, Run: run, RSSMiB: map[string]int{}, CPUSec: cpu.Stop()}
 	for _, p := range stack.Procs("") {
 		if kb := p.PeakRSSKiB(); kb > 0 {
 			res.RSSMiB[p.Name] = kb / 1024
@@ -217,6 +226,9 @@ func printReport(title string, res *result) {
 	fmt.Println(string(b))
 	if len(res.RSSMiB) > 0 {
 		fmt.Printf("peak RSS MiB: %v\n", res.RSSMiB)
+	}
+	if len(res.CPUSec) > 0 {
+		fmt.Printf("CPU seconds during the run (setup included): %v\n", res.CPUSec)
 	}
 	fmt.Println(benchmarkLine(res.Run))
 }

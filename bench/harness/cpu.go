@@ -1,0 +1,90 @@
+package harness
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// clockTicks is USER_HZ, 100 on every Linux this runs on.
+const clockTicks = 100
+
+// CPUSeconds returns the user+system CPU time pid has used so far, or -1.
+func CPUSeconds(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return -1
+	}
+	// Fields after the command name (which may hold spaces) start at ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return -1
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return -1
+	}
+	ut, err1 := strconv.ParseFloat(f[11], 64) // field 14: utime
+	st, err2 := strconv.ParseFloat(f[12], 64) // field 15: stime
+	if err1 != nil || err2 != nil {
+		return -1
+	}
+	return (ut + st) / clockTicks
+}
+
+// Pid returns the process id of a running Proc, or 0.
+func (p *Proc) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// DepPids returns the pids of the local Kafka, MariaDB and Redis that
+// scripts/deps.sh started (from its pid files), by name.
+func DepPids(root string) map[string]int {
+	files := map[string]string{"kafka": "kafka/kafka.pid", "mariadb": "mariadb/mariadbd.pid", "redis": "redis/redis.pid"}
+	out := map[string]int{}
+	for name, f := range files {
+		b, err := os.ReadFile(filepath.Join(root, ".deps", f))
+		if err != nil {
+			continue
+		}
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			out[name] = pid
+		}
+	}
+	return out
+}
+
+// CPUMeter measures the CPU seconds a set of processes use between Start
+// and Stop.
+type CPUMeter struct {
+	pids  map[string]int
+	start map[string]float64
+}
+
+// StartCPUMeter records the CPU time of pids now.
+func StartCPUMeter(pids map[string]int) *CPUMeter {
+	m := &CPUMeter{pids: pids, start: map[string]float64{}}
+	for name, pid := range pids {
+		m.start[name] = CPUSeconds(pid)
+	}
+	return m
+}
+
+// Stop returns the CPU seconds each process used since the start.
+func (m *CPUMeter) Stop() map[string]float64 {
+	out := map[string]float64{}
+	for name, pid := range m.pids {
+		if now := CPUSeconds(pid); now >= 0 && m.start[name] >= 0 {
+			out[name] = float64(int((now-m.start[name])*100)) / 100
+		}
+	}
+	return out
+}
