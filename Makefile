@@ -11,7 +11,7 @@ TEST_ENV = NOTIFLOW_TEST_KAFKA=127.0.0.1:9092 \
 	NOTIFLOW_TEST_MYSQL_DSN='notiflow:notiflow@tcp(127.0.0.1:3306)/notiflow?parseTime=true&loc=UTC' \
 	NOTIFLOW_TEST_REDIS=127.0.0.1:6379
 
-.PHONY: all deps deps-down deps-status build test test-tools lint proto proto-check bench bench-compare demo test-chaos
+.PHONY: all deps deps-down deps-status build test test-tools lint proto proto-check bench bench-compare bench-tool demo test-chaos
 
 # Benchmark knobs: make bench NOTIFICATIONS=20000 DISPATCHERS=3 ORDERING=partition
 NOTIFICATIONS ?= 100000
@@ -79,16 +79,21 @@ proto-check:
 	@scripts/proto.sh --check
 
 ## bench: end-to-end benchmark through the admin endpoint (bench/results/latest.json)
-bench:
-	@cd bench && $(GO) run ./cmd/notiflow-bench run $(BENCH_ARGS)
+bench: bench-tool
+	@bin/notiflow-bench run $(BENCH_ARGS)
 
 ## bench-compare: naive vs tuned configuration in one invocation (bench/results/compare-latest.json)
-bench-compare:
-	@cd bench && $(GO) run ./cmd/notiflow-bench compare $(BENCH_ARGS)
+bench-compare: bench-tool
+	@bin/notiflow-bench compare $(BENCH_ARGS)
 
 ## demo: deps + the three services + sample targets + a benchmark; Ctrl-C stops everything
-demo:
-	@cd bench && $(GO) run ./cmd/notiflow-bench demo $(BENCH_ARGS)
+demo: bench-tool
+	@bin/notiflow-bench demo $(BENCH_ARGS)
+
+# bench-tool builds the driver of bench, bench-compare and demo (a binary
+# rather than go run, so that Ctrl-C reaches it directly and it exits 0).
+bench-tool:
+	@mkdir -p bin && cd bench && $(GO) build -o ../bin/notiflow-bench ./cmd/notiflow-bench
 
 ## test-chaos: every fault-injection scenario against the running trio (bench/results/chaos-latest.json)
 test-chaos: deps
