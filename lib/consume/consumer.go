@@ -160,12 +160,13 @@ func (c *Consumer[T]) Run(ctx context.Context) error {
 type job[T any] struct {
 	rec  Record[T]
 	err  error // decode failure: dead letter it
-	part *partition
-	key  string
+	part   *partition
+	stripe int // ordering stripe (see lanes)
 }
 
 // partition is the per-generation state of one assigned partition.
 type partition struct {
+	index     int // position among the generation's partitions
 	topic     string
 	id        int
 	name      string
@@ -197,7 +198,9 @@ func (c *Consumer[T]) runGeneration(ctx, gctx context.Context, gen *kafka.Genera
 		latency: c.m.handlerSeconds.WithLabelValues(c.cfg.GroupID)}
 	for topic, as := range gen.Assignments {
 		for _, a := range as {
-			g.parts = append(g.parts, c.newPartition(topic, a))
+			p := c.newPartition(topic, a)
+			p.index = len(g.parts)
+			g.parts = append(g.parts, p)
 		}
 	}
 	log := c.cfg.Logger.With("group", c.cfg.GroupID, "generation", gen.ID)
@@ -322,6 +325,9 @@ func (g *generation[T]) fetchLoop(ctx context.Context, p *partition, start int64
 		c.cfg.Logger.Error("set fetch offset", "partition", p.name, "offset", start, "err", err)
 		return
 	}
+	// Records ordered by partition use the partition's position as their
+	// stripe, so that no two partitions of a generation share one.
+	pstripe := p.index % laneStripes
 	for attempt := 1; ; {
 		msg, err := r.FetchMessage(ctx)
 		if err != nil {
@@ -371,9 +377,9 @@ func (g *generation[T]) fetchLoop(ctx context.Context, p *partition, start int64
 		}
 		switch {
 		case c.cfg.Ordering == OrderPartition || (c.cfg.Ordering == OrderKey && len(msg.Key) == 0):
-			j.key = p.name
+			j.stripe = pstripe
 		case c.cfg.Ordering == OrderKey:
-			j.key = string(msg.Key)
+			j.stripe = g.lanes.stripeOf(msg.Key)
 		}
 		g.lanes.submit(j)
 	}
@@ -421,7 +427,7 @@ func (g *generation[T]) workLoop() {
 			} else {
 				g.handle(j)
 			}
-			j = g.lanes.next(j.key)
+			j = g.lanes.next(j)
 		}
 	}
 }

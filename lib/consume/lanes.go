@@ -5,76 +5,87 @@ import (
 	"sync"
 )
 
-// lanes hands jobs to workers so that jobs with the same key run one at a
-// time in submission order while different keys run in parallel. A key with
-// a job running has an entry in its shard's queues holding its waiting jobs;
-// the worker that finishes a job takes the next one of the same key itself.
-// Keys are spread over shards, each with its own lock, so that fetchers and
-// workers seldom wait on one another.
+// laneStripes is the number of ordering stripes. A record's key is hashed
+// to a stripe; records of one stripe run one at a time in submission order,
+// so records of one key always do. Two keys sharing a stripe are also
+// serialised, which costs little parallelism while the stripes far
+// outnumber the workers.
+const laneStripes = 8192
+
+// laneLocks guard the stripes, each lock a fixed share of them, so that
+// fetchers and workers seldom wait on one another.
+const laneLocks = 64
+
+// lanes hands jobs to workers: a job whose stripe is idle becomes ready at
+// once; one whose stripe is busy waits in the stripe's queue, and the
+// worker that finishes a job of that stripe takes the next one itself.
 type lanes[T any] struct {
 	ordered bool
 	seed    maphash.Seed
-	shards  []laneShard[T]
-	// ready holds jobs whose key was idle. Its capacity is the in-flight
-	// bound, so a send never blocks.
+	stripes []stripe[T]
+	locks   [laneLocks]paddedMutex
+	// ready holds jobs whose stripe was idle. Its capacity is the
+	// in-flight bound, so a send never blocks.
 	ready chan *job[T]
 }
 
-type laneShard[T any] struct {
-	mu     sync.Mutex
-	queues map[string][]*job[T]
-	_      [40]byte // keep shards on separate cache lines
+type stripe[T any] struct {
+	busy bool
+	q    []*job[T]
 }
 
-const laneShards = 32
+type paddedMutex struct {
+	sync.Mutex
+	_ [56]byte // one lock per cache line
+}
 
 func newLanes[T any](o Ordering, maxInFlight int) *lanes[T] {
 	l := &lanes[T]{ordered: o != OrderNone, seed: maphash.MakeSeed(), ready: make(chan *job[T], maxInFlight)}
 	if l.ordered {
-		l.shards = make([]laneShard[T], laneShards)
-		for i := range l.shards {
-			l.shards[i].queues = map[string][]*job[T]{}
-		}
+		l.stripes = make([]stripe[T], laneStripes)
 	}
 	return l
 }
 
-func (l *lanes[T]) shard(key string) *laneShard[T] {
-	return &l.shards[maphash.String(l.seed, key)%laneShards]
+// stripeOf returns the stripe of an ordering key.
+func (l *lanes[T]) stripeOf(key []byte) int {
+	return int(maphash.Bytes(l.seed, key) % laneStripes)
 }
 
-// submit queues j behind running jobs of its key, or makes it ready.
+// submit queues j behind the running job of its stripe, or makes it ready.
 func (l *lanes[T]) submit(j *job[T]) {
 	if l.ordered {
-		s := l.shard(j.key)
-		s.mu.Lock()
-		if q, busy := s.queues[j.key]; busy {
-			s.queues[j.key] = append(q, j)
-			s.mu.Unlock()
+		mu := &l.locks[j.stripe%laneLocks]
+		mu.Lock()
+		s := &l.stripes[j.stripe]
+		if s.busy {
+			s.q = append(s.q, j)
+			mu.Unlock()
 			return
 		}
-		s.queues[j.key] = nil
-		s.mu.Unlock()
+		s.busy = true
+		mu.Unlock()
 	}
 	l.ready <- j
 }
 
-// next is called when a job of key finished; it returns the key's next
-// waiting job, or nil after marking the key idle.
-func (l *lanes[T]) next(key string) *job[T] {
+// next is called when j finished; it returns the next waiting job of j's
+// stripe, or nil after marking the stripe idle.
+func (l *lanes[T]) next(j *job[T]) *job[T] {
 	if !l.ordered {
 		return nil
 	}
-	s := l.shard(key)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	q := s.queues[key]
-	if len(q) == 0 {
-		delete(s.queues, key)
+	mu := &l.locks[j.stripe%laneLocks]
+	mu.Lock()
+	defer mu.Unlock()
+	s := &l.stripes[j.stripe]
+	if len(s.q) == 0 {
+		s.busy = false
+		s.q = s.q[:0:0] // drop a grown backing array once drained
 		return nil
 	}
-	j := q[0]
-	q[0] = nil
-	s.queues[key] = q[1:]
-	return j
+	n := s.q[0]
+	s.q[0] = nil
+	s.q = s.q[1:]
+	return n
 }
