@@ -158,8 +158,8 @@ func (c *Consumer[T]) Run(ctx context.Context) error {
 
 // job is one record on its way from fetch to completion.
 type job[T any] struct {
-	rec  Record[T]
-	err  error // decode failure: dead letter it
+	rec    Record[T]
+	err    error // decode failure: dead letter it
 	part   *partition
 	stripe int // ordering stripe (see lanes)
 }
