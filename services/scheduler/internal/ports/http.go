@@ -12,9 +12,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"github.com/notiflow/notiflow/services/scheduler/internal/jsonhttp"
 	"log/slog"
-	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -102,16 +101,13 @@ func (a *API) auth(h handlerFunc) http.Handler {
 }
 
 // httpError is an error with the status and message the client sees.
-type httpError struct {
-	status int
-	msg    string
-}
+type httpError = jsonhttp.Error
 
-func (e *httpError) Error() string { return e.msg }
-
-func badRequest(format string, args ...any) error {
-	return &httpError{status: http.StatusBadRequest, msg: fmt.Sprintf(format, args...)}
-}
+var (
+	badRequest = jsonhttp.BadRequest
+	writeJSON  = jsonhttp.WriteJSON
+	writeError = jsonhttp.WriteError
+)
 
 func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var (
@@ -124,7 +120,7 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 	)
 	switch {
 	case errors.As(err, &he):
-		code, msg = he.status, he.msg
+		code, msg = he.Status, he.Msg
 	case errors.As(err, &be):
 		code, msg = http.StatusBadRequest, be.Error()
 	case errors.As(err, &ve):
@@ -151,20 +147,6 @@ func conflictMessage(err error) string {
 		return s[i+len(domain.ErrConflict.Error())+2:]
 	}
 	return domain.ErrConflict.Error()
-}
-
-type errorBody struct {
-	Error string `json:"error"`
-}
-
-func writeError(w http.ResponseWriter, code int, msg string) {
-	writeJSON(w, code, errorBody{Error: msg})
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
 }
 
 // targetRequest is a target as clients send it.
@@ -241,67 +223,10 @@ type listResponse struct {
 	NextAfter *int64       `json:"next_after,omitempty"`
 }
 
-// decode reads one JSON value of at most limit bytes into v, refusing
-// unknown fields, other content types and trailing data.
+// decode reads one JSON value of at most limit bytes into v (see
+// jsonhttp.Decode).
 func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || mt != "application/json" {
-			return &httpError{status: http.StatusUnsupportedMediaType, msg: "Content-Type must be application/json"}
-		}
-	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return decodeError(err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return err
-		}
-		return badRequest("malformed JSON: unexpected data after the object")
-	}
-	return nil
-}
-
-func decodeError(err error) error {
-	var (
-		syn *json.SyntaxError
-		typ *json.UnmarshalTypeError
-		mbe *http.MaxBytesError
-	)
-	switch {
-	case errors.As(err, &mbe):
-		return err
-	case errors.As(err, &syn):
-		return badRequest("malformed JSON at byte %d: %v", syn.Offset, syn)
-	case errors.As(err, &typ):
-		if typ.Field == "" {
-			return badRequest("body must be a JSON object")
-		}
-		return badRequest("%s: must be %s", typ.Field, jsonKind(typ.Type.Kind().String()))
-	case errors.Is(err, io.EOF):
-		return badRequest("empty body: a JSON object is required")
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return badRequest("malformed JSON: unexpected end of body")
-	}
-	if field, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return badRequest("unknown field %s", field)
-	}
-	return badRequest("malformed JSON: %v", err)
-}
-
-func jsonKind(goKind string) string {
-	switch goKind {
-	case "string":
-		return "a string"
-	case "slice":
-		return "an array"
-	case "struct", "map":
-		return "an object"
-	}
-	return "a " + goKind
+	return jsonhttp.Decode(w, r, limit, v, jsonhttp.Hints{})
 }
 
 func (a *API) create(w http.ResponseWriter, r *http.Request) error {

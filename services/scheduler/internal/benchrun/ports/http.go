@@ -4,12 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/notiflow/notiflow/services/scheduler/internal/jsonhttp"
 	"io"
 	"log/slog"
-	"mime"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -72,16 +71,13 @@ func (h *Handler) protect(fn handlerFunc) http.Handler {
 	})
 }
 
-type httpError struct {
-	status int
-	msg    string
-}
+type httpError = jsonhttp.Error
 
-func (e *httpError) Error() string { return e.msg }
-
-func badRequest(format string, args ...any) error {
-	return &httpError{status: http.StatusBadRequest, msg: fmt.Sprintf(format, args...)}
-}
+var (
+	badRequest = jsonhttp.BadRequest
+	writeJSON  = jsonhttp.WriteJSON
+	writeError = jsonhttp.WriteError
+)
 
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var (
@@ -94,7 +90,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	)
 	switch {
 	case errors.As(err, &he):
-		code, msg = he.status, he.msg
+		code, msg = he.Status, he.Msg
 	case errors.As(err, &ve):
 		code, msg = http.StatusBadRequest, ve.Error()
 	case errors.As(err, &be):
@@ -115,77 +111,13 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	writeError(w, code, msg)
 }
 
-func writeError(w http.ResponseWriter, code int, msg string) {
-	writeJSON(w, code, struct {
-		Error string `json:"error"`
-	}{msg})
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-// decode reads one JSON object into v, refusing unknown fields, other
-// content types, trailing data and bodies over maxBodyBytes.
+// decode reads one JSON object into v (see jsonhttp.Decode), refusing
+// bodies over maxBodyBytes.
 func decode(w http.ResponseWriter, r *http.Request, v any) error {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || mt != "application/json" {
-			return &httpError{status: http.StatusUnsupportedMediaType, msg: "Content-Type must be application/json"}
-		}
-	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return decodeError(err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return err
-		}
-		return badRequest("malformed JSON: unexpected data after the object")
-	}
-	return nil
-}
-
-func decodeError(err error) error {
-	var (
-		syn *json.SyntaxError
-		typ *json.UnmarshalTypeError
-		mbe *http.MaxBytesError
-	)
-	switch {
-	case errors.As(err, &mbe):
-		return err
-	case errors.As(err, &syn):
-		return badRequest("malformed JSON at byte %d: %v", syn.Offset, syn)
-	case errors.As(err, &typ):
-		if typ.Field == "" {
-			return badRequest("body must be a JSON object")
-		}
-		return badRequest("%s: must be %s", typ.Field, kindName(typ.Type.Kind().String()))
-	case errors.Is(err, io.EOF):
-		return badRequest("empty body: a JSON object is required, e.g. {\"notifications\":100000,\"recipients\":10000,\"channel\":\"sim\",\"sim_latency_ms\":2}")
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return badRequest("malformed JSON: unexpected end of body")
-	}
-	if field, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return badRequest("unknown field %s (known: notifications, recipients, channel, sim_latency_ms, webhook_url)", field)
-	}
-	return badRequest("malformed JSON: %v", err)
-}
-
-func kindName(k string) string {
-	switch k {
-	case "int", "int64", "ptr":
-		return "an integer"
-	case "string":
-		return "a string"
-	}
-	return "a " + k
+	return jsonhttp.Decode(w, r, maxBodyBytes, v, jsonhttp.Hints{
+		Example: `{"notifications":100000,"recipients":10000,"channel":"sim","sim_latency_ms":2}`,
+		Fields:  "notifications, recipients, channel, sim_latency_ms, webhook_url",
+	})
 }
 
 var runIDPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
@@ -193,7 +125,7 @@ var runIDPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9
 func pathID(r *http.Request) (string, error) {
 	id := r.PathValue("id")
 	if !runIDPattern.MatchString(id) {
-		return "", &httpError{status: http.StatusNotFound, msg: "benchmark run not found (ids are lower-case UUIDs)"}
+		return "", &httpError{Status: http.StatusNotFound, Msg: "benchmark run not found (ids are lower-case UUIDs)"}
 	}
 	return id, nil
 }
@@ -271,7 +203,7 @@ func (h *Handler) chart(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if run.Report == nil || run.Report.Series == nil {
-		return &httpError{status: http.StatusConflict, msg: fmt.Sprintf("benchmark run %s is %s and has no report yet", id, run.Status)}
+		return &httpError{Status: http.StatusConflict, Msg: fmt.Sprintf("benchmark run %s is %s and has no report yet", id, run.Status)}
 	}
 	w.Header().Set("Content-Type", "image/svg+xml")
 	w.Header().Set("Content-Security-Policy", "default-src 'none'")
