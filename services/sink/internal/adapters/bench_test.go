@@ -99,7 +99,11 @@ func (s *Store) upsertRaw(ctx context.Context, rows []domain.Row) error {
 	for i := range rows {
 		args = AppendArgs(args, &rows[i])
 	}
-	_, err := s.db.ExecContext(ctx, s.statement(len(rows)), args...)
+	q := s.statements(len(rows))
+	_, err := s.db.ExecContext(ctx, q.insert, args...)
+	if isDuplicateKey(err) {
+		_, err = s.db.ExecContext(ctx, q.upsert, args...)
+	}
 	return err
 }
 

@@ -2,6 +2,8 @@ package adapters
 
 import (
 	"context"
+	"database/sql"
+	"fmt"
 
 	"github.com/notiflow/notiflow/lib/mysqlx"
 )
@@ -52,6 +54,34 @@ var migrations = []mysqlx.Migration{
 				KEY idx_notifications_run (run_id, persisted_at),
 				KEY idx_notifications_occurrence (target_id, occurrence_at)
 			) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
+		},
+	},
+	{
+		// Fewer B-trees per inserted row (measured: the sink's raw
+		// ceiling rose by about a fifth, MariaDB's CPU per row fell by as
+		// much). The occurrence (target_id, occurrence_at) is unique (the
+		// scheduler's outbox key; the notification id is derived from it)
+		// and becomes the clustered primary key, which also serves a
+		// target's history and the benchmark's per-run counts by target id
+		// range; the surrogate id and the run_id and occurrence indexes go.
+		// One ALTER, atomic in InnoDB; Then skips it once applied.
+		Version: 2,
+		Name:    "notifications keyed by occurrence",
+		Then: func(ctx context.Context, conn *sql.Conn) error {
+			var n int
+			if err := conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.columns
+				WHERE table_schema = DATABASE() AND table_name = 'notifications' AND column_name = 'id'`).Scan(&n); err != nil {
+				return fmt.Errorf("look for notifications.id: %w", err)
+			}
+			if n == 0 {
+				return nil
+			}
+			if _, err := conn.ExecContext(ctx, `ALTER TABLE notifications
+				DROP PRIMARY KEY, DROP COLUMN id, ADD PRIMARY KEY (target_id, occurrence_at),
+				DROP INDEX idx_notifications_run, DROP INDEX idx_notifications_occurrence`); err != nil {
+				return fmt.Errorf("rekey notifications: %w", err)
+			}
+			return nil
 		},
 	},
 }

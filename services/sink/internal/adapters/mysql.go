@@ -55,7 +55,7 @@ func NormalizeDSN(dsn string, interpolate bool) (string, error) {
 type Store struct {
 	gdb *gorm.DB
 	db  *sql.DB
-	sql sync.Map // row count -> upsert statement
+	sql sync.Map // row count -> statementPair
 }
 
 // Options tune Open.
@@ -110,11 +110,16 @@ func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
 // DB is the underlying pool, for tests and tools.
 func (s *Store) DB() *sql.DB { return s.db }
 
-// Upsert writes rows in one multi-row INSERT ... ON DUPLICATE KEY UPDATE
-// that applies domain.Merge on the notification id (see UpsertSQL), in one
-// autocommit statement. rows must not repeat a notification id (use
-// domain.Collapse). Writing the same rows again leaves the table as it was,
-// apart from the duplicates counter of duplicate rows.
+// Upsert writes rows in one multi-row INSERT, in one autocommit statement,
+// applying domain.Merge on the notification id. It first tries a plain
+// INSERT: in the normal flow every result is new, and the plain INSERT
+// costs MariaDB about a fifth less CPU than INSERT ... ON DUPLICATE KEY
+// UPDATE (measured). When any row already exists the server rejects the
+// whole statement with a duplicate-key error and writes nothing; Upsert
+// then writes the same rows with the merging statement (see UpsertSQL).
+// rows must not repeat a notification id (use domain.Collapse). Writing
+// the same rows again leaves the table as it was, apart from the
+// duplicates counter of duplicate rows.
 //
 // An error wraps domain.ErrRejected when MySQL refused the data itself
 // (a value too long, an invalid value, a statement too large for the
@@ -130,20 +135,34 @@ func (s *Store) Upsert(ctx context.Context, rows []domain.Row) error {
 	for i := range rows {
 		args = AppendArgs(args, &rows[i])
 	}
-	err := s.gdb.WithContext(ctx).Exec(s.statement(len(rows)), args...).Error
+	q := s.statements(len(rows))
+	err := s.gdb.WithContext(ctx).Exec(q.insert, args...).Error
+	if isDuplicateKey(err) {
+		err = s.gdb.WithContext(ctx).Exec(q.upsert, args...).Error
+	}
 	if err != nil {
 		return classify(fmt.Errorf("upsert %d notification row(s): %w", len(rows), err))
 	}
 	return nil
 }
 
-func (s *Store) statement(n int) string {
+// statementPair is the plain and the merging statement for one row count.
+type statementPair struct{ insert, upsert string }
+
+func (s *Store) statements(n int) statementPair {
 	if q, ok := s.sql.Load(n); ok {
-		return q.(string)
+		return q.(statementPair)
 	}
-	q := UpsertSQL(n)
+	up := UpsertSQL(n)
+	q := statementPair{insert: up[:len(up)-len(upsertSuffix)], upsert: up}
 	s.sql.Store(n, q)
 	return q
+}
+
+// isDuplicateKey reports whether err is MySQL's duplicate-key error (1062).
+func isDuplicateKey(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1062
 }
 
 // upsertColumns is the number of values per row (AppendArgs).
@@ -174,7 +193,7 @@ const upsertSuffix = ` ON DUPLICATE KEY UPDATE
  dispatched_at = IF(` + newerOrFirstReal + `, VALUES(dispatched_at), dispatched_at),
  from_duplicate = IF(VALUES(from_duplicate) = 0, 0, from_duplicate)`
 
-// UpsertSQL returns the upsert statement for n rows; its arguments are
+// UpsertSQL returns the merging statement for n rows; its arguments are
 // AppendArgs of each row in order. Exported for the raw-SQL benchmark.
 func UpsertSQL(n int) string {
 	const tuple = "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
@@ -263,3 +282,11 @@ func SetDriverLogger(log *slog.Logger) {
 type driverLogger struct{ log *slog.Logger }
 
 func (l driverLogger) Print(v ...any) { l.log.Warn("mysql driver", "msg", fmt.Sprint(v...)) }
+
+// InsertSQL returns the plain INSERT Upsert tries first for n rows (the
+// statement of UpsertSQL without its ON DUPLICATE KEY UPDATE clause).
+// Exported for the raw-SQL benchmark.
+func InsertSQL(n int) string {
+	up := UpsertSQL(n)
+	return up[:len(up)-len(upsertSuffix)]
+}

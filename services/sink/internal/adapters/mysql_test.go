@@ -5,11 +5,13 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/notiflow/notiflow/lib/mysqlx"
 	"github.com/notiflow/notiflow/lib/testkit"
 	"github.com/notiflow/notiflow/services/sink/internal/domain"
 )
@@ -42,9 +44,14 @@ func TestMigrateIsIdempotent(t *testing.T) {
 
 var base = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 
+// result is a result of notification id; the occurrence (target id and
+// time), which the primary key makes unique, follows from the id as the
+// scheduler derives the id from the occurrence.
 func result(id string, st domain.Status, at int) *domain.Result {
+	h := fnv.New64a()
+	h.Write([]byte(id))
 	return &domain.Result{
-		NotificationID: id, TargetID: 7, OccurrenceAt: base, RecipientID: "rcp-" + id, Sequence: 3,
+		NotificationID: id, TargetID: h.Sum64() >> 1, OccurrenceAt: base, RecipientID: "rcp-" + id, Sequence: 3,
 		Channel: "sim", TemplateID: "tpl", Status: st, Attempts: uint32(at), ProviderCode: int32(200 + at),
 		Error: fmt.Sprintf("e%d", at), Body: fmt.Sprintf("body %d", at), RunID: "run1",
 		DueAt: base, DispatchedAt: base.Add(time.Duration(at) * time.Millisecond),
@@ -179,5 +186,48 @@ func TestUpsertMissingTableIsTransient(t *testing.T) {
 	}
 	if errors.Is(err, domain.ErrRejected) {
 		t.Fatal("missing table must not count as poison")
+	}
+}
+
+// TestMigrateUpgradesVersion1 upgrades a table made by version 1 with rows
+// in it: the rows stay, the table is keyed by occurrence, and running the
+// migration again changes nothing.
+func TestMigrateUpgradesVersion1(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := Open(ctx, testkit.MySQLDSN(t), Options{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := mysqlx.Migrate(ctx, s.DB(), migrationTable, migrations[:1]); err != nil {
+		t.Fatal(err)
+	}
+	rows := domain.Collapse([]*domain.Result{result("a", domain.StatusDelivered, 1), result("b", domain.StatusFailed, 2)})
+	args := AppendArgs(AppendArgs(nil, &rows[0]), &rows[1])
+	if _, err := s.DB().ExecContext(ctx, UpsertSQL(2), args...); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := s.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var pk string
+	if err := s.DB().QueryRowContext(ctx, `SELECT GROUP_CONCAT(column_name ORDER BY seq_in_index) FROM information_schema.statistics
+		WHERE table_schema = DATABASE() AND table_name = 'notifications' AND index_name = 'PRIMARY'`).Scan(&pk); err != nil {
+		t.Fatal(err)
+	}
+	if pk != "target_id,occurrence_at" {
+		t.Fatalf("primary key %q, want target_id,occurrence_at", pk)
+	}
+	got := readRows(t, s.DB())
+	if len(got) != len(rows) {
+		t.Fatalf("%d rows after the upgrade, want %d", len(got), len(rows))
+	}
+	for _, r := range rows {
+		if got[r.NotificationID] != toStored(r) {
+			t.Errorf("%s after the upgrade: %+v, want %+v", r.NotificationID, got[r.NotificationID], toStored(r))
+		}
 	}
 }

@@ -163,9 +163,8 @@ func (e *env) startScheduler(t *testing.T) {
 // faults make the simulated pipeline misbehave on purpose, by the position
 // of a record in consumption order (0-based).
 type faults struct {
-	sendTwice    map[int]bool // the provider is called twice
-	persistTwice map[int]bool // the sink writes a second row for the occurrence (another notification id)
-	drop         map[int]bool // the result never reaches the sink
+	sendTwice map[int]bool // the provider is called twice
+	drop      map[int]bool // the result never reaches the sink
 }
 
 // simulate plays the dispatcher and the sink faithfully enough for the
@@ -228,11 +227,6 @@ func (e *env) simulate(t *testing.T, f faults) {
 			}
 			var msgs []kafka.Message
 			if !f.drop[i] {
-				v, _ := proto.Marshal(out)
-				msgs = append(msgs, kafka.Message{Topic: e.topicDispatched, Key: []byte(due.RecipientId), Value: v})
-			}
-			if f.persistTwice[i] {
-				out.NotificationId += "-again"
 				v, _ := proto.Marshal(out)
 				msgs = append(msgs, kafka.Message{Topic: e.topicDispatched, Key: []byte(due.RecipientId), Value: v})
 			}
