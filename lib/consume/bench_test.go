@@ -2,6 +2,11 @@ package consume
 
 import (
 	"context"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,7 +22,7 @@ import (
 // saturated from its first record; the rate is taken from the first to the
 // last record handled, which leaves group-join time out of both sides.
 //
-//	go test -run '^$' -bench . -benchtime 1x ./consume/
+//	go test -run '^$' -bench . -benchtime 1x -v ./consume/
 
 // rateMeter measures records/s between the first and the n-th record.
 type rateMeter struct {
@@ -71,28 +76,73 @@ func benchRuntime(b *testing.B, brokers []string, topic string, n int, mutate fu
 // BenchmarkNoopRuntimeVsReader compares the runtime with a no-op handler to
 // kafka-go's Reader in a consumer group (FetchMessage, CommitMessages in
 // batches of 1000, CommitInterval 1 s) on 12 partitions of 100-byte values.
+// Both consume the same backlog of NOTIFLOW_BENCH_RECORDS (default
+// 1,000,000) records, each with a fresh group, in NOTIFLOW_BENCH_ROUNDS
+// (default 3) rounds whose order alternates, so that a drift in the
+// machine's load does not always favour one side; the ratio of the medians
+// and each round's ratio are logged (-v).
 func BenchmarkNoopRuntimeVsReader(b *testing.B) {
 	brokers := testkit.KafkaBrokers(b)
 	topic := testkit.Topic(b, brokers, 12)
-	const n = 300_000
+	n := benchEnv("RECORDS", 1_000_000)
+	rounds := benchEnv("ROUNDS", 3)
 	produceSeq(b, brokers, topic, n, 10_000, 100)
 
-	var runtimeRate, readerRate float64
-	b.Run("runtime", func(b *testing.B) {
-		for range b.N {
-			runtimeRate = benchRuntime(b, brokers, topic, n, func(*Config) {}, func() {})
+	for b.Loop() {
+		var runtimeRates, readerRates []float64
+		var ratios []string
+		for round := range rounds {
+			var rt, rd float64
+			var rtCPU, rdCPU time.Duration
+			for _, runtimeSide := range []bool{round%2 == 0, round%2 != 0} {
+				cpu := selfCPU()
+				if runtimeSide {
+					rt = benchRuntime(b, brokers, topic, n, func(*Config) {}, func() {})
+					rtCPU = selfCPU() - cpu
+				} else {
+					rd = benchReader(b, brokers, topic, n)
+					rdCPU = selfCPU() - cpu
+				}
+			}
+			b.Logf("round %d: runtime %.0f records/s, %.2f us CPU/record; reader %.0f records/s, %.2f us CPU/record (this process, group join included)",
+				round+1, rt, float64(rtCPU.Nanoseconds())/1e3/float64(n), rd, float64(rdCPU.Nanoseconds())/1e3/float64(n))
+			runtimeRates, readerRates = append(runtimeRates, rt), append(readerRates, rd)
+			ratios = append(ratios, strconv.FormatFloat(rt/rd, 'f', 2, 64))
 		}
-		b.ReportMetric(runtimeRate, "records/s")
-	})
-	b.Run("reader", func(b *testing.B) {
-		for range b.N {
-			readerRate = benchReader(b, brokers, topic, n)
-		}
-		b.ReportMetric(readerRate, "records/s")
-	})
-	if readerRate > 0 {
-		b.Logf("runtime/reader = %.2f (%.0f vs %.0f records/s)", runtimeRate/readerRate, runtimeRate, readerRate)
+		rt, rd := median(runtimeRates), median(readerRates)
+		b.ReportMetric(rt, "runtime-records/s")
+		b.ReportMetric(rd, "reader-records/s")
+		b.ReportMetric(rt/rd, "runtime/reader")
+		b.Logf("medians over %d rounds of %d records: runtime %.0f, reader %.0f records/s = %.2f; per round: %s",
+			rounds, n, rt, rd, rt/rd, strings.Join(ratios, " "))
 	}
+}
+
+// benchEnv reads NOTIFLOW_BENCH_<name>, def when unset or not a positive
+// integer.
+func benchEnv(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv("NOTIFLOW_BENCH_" + name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// selfCPU is this process's CPU time (user + system).
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 func benchReader(b *testing.B, brokers []string, topic string, n int) float64 {
