@@ -56,6 +56,9 @@ func (g *generation[T]) accumulate() {
 func (g *generation[T]) flushLoop() {
 	for batch := range g.flushCh {
 		g.handleBatch(batch)
+		for _, j := range batch {
+			g.recycle(j)
+		}
 	}
 }
 

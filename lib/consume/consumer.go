@@ -31,6 +31,8 @@ type Decoder[T any] func(msg *kafka.Message) (T, error)
 // Handler handles one record. It must return promptly once ctx ends (ctx
 // ends when the drain deadline passes, not when the generation ends).
 // Returning nil marks the record done; an error is retried (see Permanent).
+// rec belongs to the runtime again once Handle returns: keep a copy of
+// what is needed later, never the pointer.
 type Handler[T any] interface {
 	Handle(ctx context.Context, rec *Record[T]) error
 }
@@ -43,7 +45,8 @@ func (f HandlerFunc[T]) Handle(ctx context.Context, rec *Record[T]) error { retu
 
 // BatchHandler handles a batch of records, possibly from several partitions.
 // Returning nil marks every record of the batch done; an error retries the
-// whole batch. It must return promptly once ctx ends.
+// whole batch. It must return promptly once ctx ends. The records belong
+// to the runtime again once HandleBatch returns: never keep the pointers.
 type BatchHandler[T any] interface {
 	HandleBatch(ctx context.Context, recs []*Record[T]) error
 }
@@ -64,8 +67,8 @@ type Consumer[T any] struct {
 	handler Handler[T]
 	batch   BatchHandler[T]
 
-	slots chan struct{} // process-wide in-flight bound
-	m     *metrics
+	inFlight *gate // process-wide in-flight bound
+	m        *metrics
 
 	failing atomic.Pointer[error] // last batch failure, nil after a success
 }
@@ -90,8 +93,8 @@ func newConsumer[T any](cfg Config, decode Decoder[T], h Handler[T], bh BatchHan
 	}
 	return &Consumer[T]{
 		cfg: cfg, decode: decode, handler: h, batch: bh,
-		slots: make(chan struct{}, cfg.MaxInFlight),
-		m:     newMetrics(cfg.Registerer),
+		inFlight: newGate(cfg.MaxInFlight),
+		m:        newMetrics(cfg.Registerer),
 	}, nil
 }
 
@@ -158,10 +161,11 @@ func (c *Consumer[T]) Run(ctx context.Context) error {
 
 // job is one record on its way from fetch to completion.
 type job[T any] struct {
-	rec    Record[T]
-	err    error // decode failure: dead letter it
-	part   *partition
-	stripe int // ordering stripe (see lanes)
+	rec     Record[T]
+	err     error // decode failure: dead letter it
+	part    *partition
+	stripe  int // ordering stripe (see lanes)
+	attempt int // handler attempts made so far
 }
 
 // partition is the per-generation state of one assigned partition.
@@ -171,7 +175,7 @@ type partition struct {
 	id        int
 	name      string
 	tr        *tracker
-	slots     chan struct{}
+	inFlight  *gate
 	committed int64 // touched only by the commit path
 	hwm       atomic.Int64
 
@@ -189,6 +193,22 @@ type generation[T any] struct {
 	flushCh  chan []*job[T]
 	inFlight prometheus.Gauge
 	latency  prometheus.Observer
+	jobs     sync.Pool // recycled *job[T]
+}
+
+// newJob returns a cleared job, recycled when one is free.
+func (g *generation[T]) newJob() *job[T] {
+	if j, ok := g.jobs.Get().(*job[T]); ok {
+		return j
+	}
+	return new(job[T])
+}
+
+// recycle clears j and keeps it for reuse. Only for a job that is finished
+// (completed or abandoned) and that nothing refers to any more.
+func (g *generation[T]) recycle(j *job[T]) {
+	*j = job[T]{}
+	g.jobs.Put(j)
 }
 
 func (c *Consumer[T]) runGeneration(ctx, gctx context.Context, gen *kafka.Generation) {
@@ -257,7 +277,17 @@ func (c *Consumer[T]) runGeneration(ctx, gctx context.Context, gen *kafka.Genera
 		}
 		fetchers.Go(func() { g.fetchLoop(fetchCtx, p, start) })
 	}
+	// The drain deadline runs from the moment fetching stops (a fetcher
+	// may be finishing a record it runs itself).
+	drainTimer := make(chan *time.Timer, 1)
+	context.AfterFunc(fetchCtx, func() {
+		drainTimer <- time.AfterFunc(c.cfg.DrainTimeout, func() {
+			log.Warn("drain deadline passed; cancelling running handlers", "timeout", c.cfg.DrainTimeout)
+			hcancel()
+		})
+	})
 	fetchers.Wait()
+	stopFetch() // fetchers that failed to start return before the generation ends
 
 	// Drain: nothing new is submitted from here on.
 	if g.batchIn != nil {
@@ -265,15 +295,8 @@ func (c *Consumer[T]) runGeneration(ctx, gctx context.Context, gen *kafka.Genera
 	} else {
 		close(g.lanes.ready)
 	}
-	drained := make(chan struct{})
-	go func() { workers.Wait(); close(drained) }()
-	select {
-	case <-drained:
-	case <-time.After(c.cfg.DrainTimeout):
-		log.Warn("drain deadline passed; cancelling running handlers", "timeout", c.cfg.DrainTimeout)
-		hcancel()
-		<-drained
-	}
+	workers.Wait()
+	(<-drainTimer).Stop()
 	close(commitDone)
 	committer.Wait()
 	if err := g.commit(); err != nil {
@@ -291,7 +314,7 @@ func (c *Consumer[T]) newPartition(topic string, a kafka.PartitionAssignment) *p
 	p := &partition{
 		topic: topic, id: a.ID, name: topic + "/" + strconv.Itoa(a.ID),
 		tr:           newTracker(a.Offset),
-		slots:        make(chan struct{}, c.cfg.MaxInFlightPerPartition),
+		inFlight:     newGate(c.cfg.MaxInFlightPerPartition),
 		committed:    a.Offset,
 		consumed:     c.m.consumed.WithLabelValues(group, topic),
 		processed:    c.m.processed.WithLabelValues(group, topic),
@@ -342,21 +365,23 @@ func (g *generation[T]) fetchLoop(ctx context.Context, p *partition, start int64
 			continue
 		}
 		attempt = 1
-		if !acquire(ctx, p.slots) {
+		if !p.inFlight.take(ctx) {
 			return
 		}
-		if !acquire(ctx, c.slots) {
-			<-p.slots
+		if !c.inFlight.take(ctx) {
+			p.inFlight.give()
 			return
 		}
 		p.tr.add(msg.Offset)
 		p.hwm.Store(msg.HighWaterMark)
 		p.consumed.Inc()
 		g.inFlight.Inc()
-		j := &job[T]{rec: Record[T]{Msg: msg}, part: p}
+		j := g.newJob()
+		j.rec.Msg, j.part = msg, p
 		if msg.Value == nil {
 			p.skipped.Inc()
 			g.complete(j)
+			g.recycle(j)
 			continue
 		}
 		if len(msg.Value) > c.cfg.MaxValueBytes {
@@ -385,26 +410,10 @@ func (g *generation[T]) fetchLoop(ctx context.Context, p *partition, start int64
 	}
 }
 
-// acquire takes a slot of sem, waiting until one is free or ctx ends; the
-// common case (a free slot) avoids the cost of a blocking select.
-func acquire(ctx context.Context, sem chan struct{}) bool {
-	select {
-	case sem <- struct{}{}:
-		return true
-	default:
-	}
-	select {
-	case sem <- struct{}{}:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// release gives back the in-flight slots of j.
+// release gives back the in-flight places of j.
 func (g *generation[T]) release(j *job[T]) {
-	<-j.part.slots
-	<-g.c.slots
+	j.part.inFlight.give()
+	g.c.inFlight.give()
 	g.inFlight.Dec()
 }
 
@@ -427,42 +436,52 @@ func (g *generation[T]) workLoop() {
 			} else {
 				g.handle(j)
 			}
-			j = g.lanes.next(j)
+			next := g.lanes.next(j)
+			g.recycle(j)
+			j = next
 		}
 	}
 }
 
-// handle runs the handler on j with retries, dead lettering it when it
-// keeps failing.
+// handle runs the handler on j until it is done: retried with backoff,
+// dead lettered when it keeps failing, abandoned when the handler context
+// ends.
 func (g *generation[T]) handle(j *job[T]) {
 	c, p := g.c, j.part
 	if j.err != nil {
 		g.deadLetter([]*job[T]{j}, j.err, 0)
 		return
 	}
-	for attempt := 1; ; attempt++ {
-		start := time.Now()
-		err := c.handler.Handle(g.hctx, &j.rec)
-		g.latency.Observe(time.Since(start).Seconds())
-		if err == nil {
-			p.processed.Inc()
-			g.complete(j)
-			return
-		}
+	err := g.runOnce(j)
+	for err != nil {
 		if g.hctx.Err() != nil {
 			g.abandon(j)
 			return
 		}
-		if errors.Is(err, ErrPermanent) || attempt >= c.cfg.MaxAttempts {
-			g.deadLetter([]*job[T]{j}, err, attempt)
+		if errors.Is(err, ErrPermanent) || j.attempt >= c.cfg.MaxAttempts {
+			g.deadLetter([]*job[T]{j}, err, j.attempt)
 			return
 		}
 		p.retried.Inc()
-		if !sleep(g.hctx, Backoff(attempt, c.cfg.BackoffMin, c.cfg.BackoffMax)) {
+		if !sleep(g.hctx, Backoff(j.attempt, c.cfg.BackoffMin, c.cfg.BackoffMax)) {
 			g.abandon(j)
 			return
 		}
+		err = g.runOnce(j)
 	}
+}
+
+// runOnce calls the handler once on j and completes j when it succeeded.
+func (g *generation[T]) runOnce(j *job[T]) error {
+	j.attempt++
+	start := time.Now()
+	err := g.c.handler.Handle(g.hctx, &j.rec)
+	g.latency.Observe(time.Since(start).Seconds())
+	if err == nil {
+		j.part.processed.Inc()
+		g.complete(j)
+	}
+	return err
 }
 
 // deadLetter sends jobs to the DLQ with reason (each job's own decode error
