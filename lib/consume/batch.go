@@ -95,7 +95,7 @@ func (g *generation[T]) handleBatch(batch []*job[T]) {
 		if err == nil {
 			c.failing.Store(nil)
 			for _, j := range good {
-				j.part.processed.Inc()
+				j.part.nProcessed.Add(1)
 				g.complete(j)
 			}
 			return

@@ -178,22 +178,28 @@ type partition struct {
 	inFlight  *gate
 	committed int64 // touched only by the commit path
 	hwm       atomic.Int64
+	// nConsumed and nProcessed count records cheaply on the hot path;
+	// the committer moves them into the Prometheus counters (flushCounts).
+	nConsumed, nProcessed atomic.Int64
+	reportedConsumed      int64 // touched only by flushCounts
+	reportedProcessed     int64
 
 	consumed, processed, retried, deadLettered, skipped prometheus.Counter
 }
 
 // generation is the state of one generation's run.
 type generation[T any] struct {
-	c        *Consumer[T]
-	gen      *kafka.Generation
-	parts    []*partition
-	hctx     context.Context // handler context: ends at the drain deadline
-	lanes    *lanes[T]
-	batchIn  chan *job[T]
-	flushCh  chan []*job[T]
-	inFlight prometheus.Gauge
-	latency  prometheus.Observer
-	jobs     sync.Pool // recycled *job[T]
+	c                *Consumer[T]
+	gen              *kafka.Generation
+	parts            []*partition
+	hctx             context.Context // handler context: ends at the drain deadline
+	lanes            *lanes[T]
+	batchIn          chan *job[T]
+	flushCh          chan []*job[T]
+	inFlight         prometheus.Gauge // set from the gates by flushCounts
+	reportedInFlight int64            // touched only by flushCounts
+	latency          prometheus.Observer
+	jobs             sync.Pool // recycled *job[T]
 }
 
 // newJob returns a cleared job, recycled when one is free.
@@ -262,6 +268,7 @@ func (c *Consumer[T]) runGeneration(ctx, gctx context.Context, gen *kafka.Genera
 			case <-commitDone:
 				return
 			case <-t.C:
+				g.flushCounts()
 				if err := g.commit(); err != nil {
 					log.Warn("commit offsets", "err", err)
 				}
@@ -299,6 +306,7 @@ func (c *Consumer[T]) runGeneration(ctx, gctx context.Context, gen *kafka.Genera
 	(<-drainTimer).Stop()
 	close(commitDone)
 	committer.Wait()
+	g.flushCounts()
 	if err := g.commit(); err != nil {
 		log.Warn("final commit", "err", err)
 	}
@@ -374,8 +382,7 @@ func (g *generation[T]) fetchLoop(ctx context.Context, p *partition, start int64
 		}
 		p.tr.add(msg.Offset)
 		p.hwm.Store(msg.HighWaterMark)
-		p.consumed.Inc()
-		g.inFlight.Inc()
+		p.nConsumed.Add(1)
 		j := g.newJob()
 		j.rec.Msg, j.part = msg, p
 		if msg.Value == nil {
@@ -414,7 +421,6 @@ func (g *generation[T]) fetchLoop(ctx context.Context, p *partition, start int64
 func (g *generation[T]) release(j *job[T]) {
 	j.part.inFlight.give()
 	g.c.inFlight.give()
-	g.inFlight.Dec()
 }
 
 // complete marks j done so its offset may be committed.
@@ -478,7 +484,7 @@ func (g *generation[T]) runOnce(j *job[T]) error {
 	err := g.c.handler.Handle(g.hctx, &j.rec)
 	g.latency.Observe(time.Since(start).Seconds())
 	if err == nil {
-		j.part.processed.Inc()
+		j.part.nProcessed.Add(1)
 		g.complete(j)
 	}
 	return err
@@ -514,6 +520,24 @@ func (g *generation[T]) deadLetter(jobs []*job[T], reason error, attempts int) {
 		j.part.deadLettered.Inc()
 		g.complete(j)
 	}
+}
+
+// flushCounts moves the hot-path counts into the Prometheus metrics: the
+// consumed and processed counters and this generation's share of the
+// in-flight gauge (records it fetched and has not finished). Called by the
+// committer only, every commit interval and at generation end, so the
+// metrics lag by at most one interval.
+func (g *generation[T]) flushCounts() {
+	var inFlight int64
+	for _, p := range g.parts {
+		c, d := p.nConsumed.Load(), p.nProcessed.Load()
+		p.consumed.Add(float64(c - p.reportedConsumed))
+		p.processed.Add(float64(d - p.reportedProcessed))
+		p.reportedConsumed, p.reportedProcessed = c, d
+		inFlight += p.inFlight.n.Load()
+	}
+	g.inFlight.Add(float64(inFlight - g.reportedInFlight))
+	g.reportedInFlight = inFlight
 }
 
 // commit commits, within this generation, the position of every partition
