@@ -45,6 +45,7 @@ func envInt(name string, def int) int {
 // compared). NOTIFLOW_BENCH_FLUSH_CONCURRENCY overrides the flush
 // concurrency (default: the configured default).
 func BenchmarkSink(b *testing.B) {
+	tuneGC() // as main does: the whole benchmark process (raw ceiling included) runs with it
 	n := envInt("NOTIFLOW_BENCH_RESULTS", 100_000)
 	naiveN := envInt("NOTIFLOW_BENCH_NAIVE_RESULTS", 10_000)
 	conc := envInt("NOTIFLOW_BENCH_FLUSH_CONCURRENCY", config.DefaultFlushConcurrency)

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -40,6 +41,7 @@ func main() {
 		os.Exit(2)
 	}
 	adapters.SetDriverLogger(log) // process-wide, so set once here
+	tuneGC()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	err = run(ctx, cfg, log, obs.NewRegistry())
 	stop()
@@ -48,6 +50,21 @@ func main() {
 		os.Exit(1)
 	}
 	log.Info("sink stopped")
+}
+
+// defaultGCPercent is the sink's garbage-collection target when GOGC is
+// not set. The sink allocates for every record (Kafka message, decoded
+// result, statement arguments) but keeps little alive (~15 MiB), so Go's
+// default of 100 collects every few MiB; 400 measured 20-25% less sink CPU
+// (3.0 -> 2.3 s per 100k rows) and 13% more rows/s on 2 cores, for about
+// 30 MiB more RSS (README.md, Benchmarks).
+const defaultGCPercent = 400
+
+// tuneGC applies defaultGCPercent unless GOGC is set (which then wins).
+func tuneGC() {
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(defaultGCPercent)
+	}
 }
 
 // run builds the dependencies and consumes until ctx ends or a component
