@@ -208,14 +208,20 @@ func TestDuplicateOccurrenceIsImpossible(t *testing.T) {
 	if _, err := s.DB().ExecContext(ctx, `UPDATE notification_targets SET status = 'active' WHERE id = ?`, ids[0]); err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.ClaimDue(ctx, now, 10, planner)
-	if err != nil || res.Targets != 1 || res.Inserted != 0 {
-		t.Fatalf("second claim: %+v, %v; want 1 target, 0 rows", res, err)
+	// A new target in the same batch: its row is written, the duplicate's
+	// is not (the plain INSERT fails on the duplicate, the merging one
+	// writes the new row only).
+	if _, err := s.CreateTargets(ctx, []domain.Target{oneShot(t, "r2", now)}); err != nil {
+		t.Fatal(err)
 	}
-	var n int
-	_ = s.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM outbox`).Scan(&n)
-	if n != 1 {
-		t.Fatalf("outbox rows = %d, want 1", n)
+	res, err := s.ClaimDue(ctx, now, 10, planner)
+	if err != nil || res.Targets != 2 || res.Inserted != 1 {
+		t.Fatalf("second claim: %+v, %v; want 2 targets, 1 row", res, err)
+	}
+	var n, first int
+	_ = s.DB().QueryRowContext(ctx, `SELECT COUNT(*), SUM(target_id = ?) FROM outbox`, ids[0]).Scan(&n, &first)
+	if n != 2 || first != 1 {
+		t.Fatalf("outbox rows = %d (%d of the first target), want 2 (1)", n, first)
 	}
 }
 
