@@ -164,8 +164,9 @@ type job[T any] struct {
 	rec     Record[T]
 	err     error // decode failure: dead letter it
 	part    *partition
-	stripe  int // ordering stripe (see lanes)
-	attempt int // handler attempts made so far
+	stripe  int   // ordering stripe (see lanes)
+	attempt int   // handler attempts made so far
+	failed  error // the error of an attempt made inline, for the worker
 }
 
 // partition is the per-generation state of one assigned partition.
@@ -181,8 +182,16 @@ type partition struct {
 	// nConsumed and nProcessed count records cheaply on the hot path;
 	// the committer moves them into the Prometheus counters (flushCounts).
 	nConsumed, nProcessed atomic.Int64
-	reportedConsumed      int64 // touched only by flushCounts
-	reportedProcessed     int64
+	// reader fetches the partition; one goroutine at a time uses it (the
+	// fetcher, see fetch).
+	reader *kafka.Reader
+	// inlineSince is when (g.mono) the handler the fetcher runs itself
+	// started, 0 while it runs none. Whoever swaps it to 0 first owns the
+	// fetching: the fetcher when the handler returns, or the watchdog,
+	// which then starts another fetcher (see takeOver).
+	inlineSince       atomic.Int64
+	reportedConsumed  int64 // touched only by flushCounts
+	reportedProcessed int64
 
 	consumed, processed, retried, deadLettered, skipped prometheus.Counter
 }
@@ -200,7 +209,25 @@ type generation[T any] struct {
 	reportedInFlight int64            // touched only by flushCounts
 	latency          prometheus.Observer
 	jobs             sync.Pool // recycled *job[T]
+
+	base         time.Time    // origin of mono
+	handlerNanos atomic.Int64 // moving average of the handler's duration
 }
+
+// inlineBelow is the average handler duration under which a fetcher runs
+// a record whose stripe is idle itself rather than handing it to a worker:
+// the hand-off (channel send, worker wake-up) then costs more CPU than the
+// handler. takeOverAfter bounds how long such a record may hold up its
+// partition's fetching: past it, another goroutine takes over the fetching
+// and the one running the handler finishes it and ends.
+const (
+	inlineBelow   = 20 * time.Microsecond
+	takeOverAfter = 5 * time.Millisecond
+)
+
+// mono returns a monotonic clock reading in nanoseconds, never 0; cheaper
+// than time.Now, which also reads the wall clock.
+func (g *generation[T]) mono() int64 { return int64(time.Since(g.base)) + 1 }
 
 // newJob returns a cleared job, recycled when one is free.
 func (g *generation[T]) newJob() *job[T] {
@@ -220,7 +247,7 @@ func (g *generation[T]) recycle(j *job[T]) {
 func (c *Consumer[T]) runGeneration(ctx, gctx context.Context, gen *kafka.Generation) {
 	hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer hcancel()
-	g := &generation[T]{c: c, gen: gen, hctx: hctx, inFlight: c.m.inFlight.WithLabelValues(c.cfg.GroupID),
+	g := &generation[T]{c: c, gen: gen, hctx: hctx, base: time.Now(), inFlight: c.m.inFlight.WithLabelValues(c.cfg.GroupID),
 		latency: c.m.handlerSeconds.WithLabelValues(c.cfg.GroupID)}
 	for topic, as := range gen.Assignments {
 		for _, a := range as {
@@ -282,7 +309,15 @@ func (c *Consumer[T]) runGeneration(ctx, gctx context.Context, gen *kafka.Genera
 		if start < 0 {
 			start = c.cfg.StartOffset
 		}
-		fetchers.Go(func() { g.fetchLoop(fetchCtx, p, start) })
+		fetchers.Go(func() {
+			if g.openReader(p, start) {
+				g.fetch(fetchCtx, p)
+			}
+		})
+	}
+	var watchdog sync.WaitGroup
+	if g.lanes != nil {
+		watchdog.Go(func() { g.takeOver(fetchCtx, &fetchers) })
 	}
 	// The drain deadline runs from the moment fetching stops (a fetcher
 	// may be finishing a record it runs itself).
@@ -295,6 +330,15 @@ func (c *Consumer[T]) runGeneration(ctx, gctx context.Context, gen *kafka.Genera
 	})
 	fetchers.Wait()
 	stopFetch() // fetchers that failed to start return before the generation ends
+	// The watchdog ends with fetchCtx; a fetcher it started after the
+	// others returned sees fetchCtx ended and returns at once.
+	watchdog.Wait()
+	fetchers.Wait()
+	for _, p := range g.parts {
+		if p.reader != nil {
+			_ = p.reader.Close()
+		}
+	}
 
 	// Drain: nothing new is submitted from here on.
 	if g.batchIn != nil {
@@ -336,10 +380,11 @@ func (c *Consumer[T]) newPartition(topic string, a kafka.PartitionAssignment) *p
 	return p
 }
 
-// fetchLoop reads one partition from start until ctx ends.
-func (g *generation[T]) fetchLoop(ctx context.Context, p *partition, start int64) {
+// openReader creates p's reader positioned at start; false (logged) when
+// the position cannot be set.
+func (g *generation[T]) openReader(p *partition, start int64) bool {
 	c := g.c
-	r := kafka.NewReader(kafka.ReaderConfig{
+	p.reader = kafka.NewReader(kafka.ReaderConfig{
 		Brokers:        c.cfg.Brokers,
 		Topic:          p.topic,
 		Partition:      p.id,
@@ -351,11 +396,42 @@ func (g *generation[T]) fetchLoop(ctx context.Context, p *partition, start int64
 		ReadBackoffMax: time.Second,
 		MaxAttempts:    5,
 	})
-	defer r.Close()
-	if err := r.SetOffset(start); err != nil {
+	if err := p.reader.SetOffset(start); err != nil {
 		c.cfg.Logger.Error("set fetch offset", "partition", p.name, "offset", start, "err", err)
-		return
+		return false
 	}
+	return true
+}
+
+// takeOver is the fetchers' watchdog: every takeOverAfter it looks for a
+// fetcher that has been running a handler itself for longer than that,
+// takes the fetching from it and starts a new fetcher, so that one slow
+// record never holds up the rest of its partition. It returns when ctx
+// (the fetching context) ends.
+func (g *generation[T]) takeOver(ctx context.Context, fetchers *sync.WaitGroup) {
+	t := time.NewTicker(takeOverAfter)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := g.mono()
+		for _, p := range g.parts {
+			since := p.inlineSince.Load()
+			if since != 0 && now-since >= int64(takeOverAfter) && p.inlineSince.CompareAndSwap(since, 0) {
+				g.c.m.takeovers.WithLabelValues(g.c.cfg.GroupID).Inc()
+				fetchers.Go(func() { g.fetch(ctx, p) })
+			}
+		}
+	}
+}
+
+// fetch reads p with p's reader until ctx ends or, after running a record
+// itself, it finds its fetching taken over.
+func (g *generation[T]) fetch(ctx context.Context, p *partition) {
+	c, r := g.c, p.reader
 	// Records ordered by partition use the partition's position as their
 	// stripe, so that no two partitions of a generation share one.
 	pstripe := p.index % laneStripes
@@ -413,8 +489,38 @@ func (g *generation[T]) fetchLoop(ctx context.Context, p *partition, start int64
 		case c.cfg.Ordering == OrderKey:
 			j.stripe = g.lanes.stripeOf(msg.Key)
 		}
-		g.lanes.submit(j)
+		if j.err != nil || g.handlerNanos.Load() >= int64(inlineBelow) || !g.lanes.claim(j) {
+			g.lanes.submit(j)
+			continue
+		}
+		if !g.runInline(p, j) {
+			return // taken over
+		}
 	}
+}
+
+// runInline runs j, whose stripe the caller claimed, on the fetching
+// goroutine: one attempt only. A failed attempt, and the next waiting
+// record of the stripe, go to a worker with the stripe still claimed, so
+// the fetcher never waits out a backoff, a dead-letter write or a queue.
+// (The ready channel holds as many jobs as may be in flight: never full.)
+// It returns false when the watchdog took the fetching over meanwhile.
+func (g *generation[T]) runInline(p *partition, j *job[T]) bool {
+	since := g.mono()
+	p.inlineSince.Store(since)
+	if g.hctx.Err() != nil {
+		g.abandon(j)
+	} else if err := g.runOnce(j); err != nil {
+		j.failed = err
+		g.lanes.ready <- j
+		return p.inlineSince.CompareAndSwap(since, 0)
+	}
+	next := g.lanes.next(j)
+	g.recycle(j)
+	if next != nil {
+		g.lanes.ready <- next
+	}
+	return p.inlineSince.CompareAndSwap(since, 0)
 }
 
 // release gives back the in-flight places of j.
@@ -451,14 +557,17 @@ func (g *generation[T]) workLoop() {
 
 // handle runs the handler on j until it is done: retried with backoff,
 // dead lettered when it keeps failing, abandoned when the handler context
-// ends.
+// ends. A job that failed inline comes with its first attempt made.
 func (g *generation[T]) handle(j *job[T]) {
 	c, p := g.c, j.part
 	if j.err != nil {
 		g.deadLetter([]*job[T]{j}, j.err, 0)
 		return
 	}
-	err := g.runOnce(j)
+	err := j.failed // an attempt made inline (runInline)
+	if j.attempt == 0 {
+		err = g.runOnce(j)
+	}
 	for err != nil {
 		if g.hctx.Err() != nil {
 			g.abandon(j)
@@ -480,9 +589,14 @@ func (g *generation[T]) handle(j *job[T]) {
 // runOnce calls the handler once on j and completes j when it succeeded.
 func (g *generation[T]) runOnce(j *job[T]) error {
 	j.attempt++
-	start := time.Now()
+	start := g.mono()
 	err := g.c.handler.Handle(g.hctx, &j.rec)
-	g.latency.Observe(time.Since(start).Seconds())
+	took := g.mono() - start
+	g.latency.Observe(float64(took) / 1e9)
+	// A moving average with weight 1/8; concurrent updates may lose one,
+	// which only delays it.
+	avg := g.handlerNanos.Load()
+	g.handlerNanos.Store(avg + (took-avg)/8)
 	if err == nil {
 		j.part.nProcessed.Add(1)
 		g.complete(j)

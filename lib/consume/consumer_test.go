@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/notiflow/notiflow/lib/kafkax"
@@ -127,6 +128,83 @@ func TestKeyOrderUnderConcurrency(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestFastHandlerRunsInlineInOrder drives the fetchers' own path for short
+// handlers (runInline): an instant handler, every 50th record failing its
+// first attempt (retried by a worker with the stripe kept) and every 500th
+// taking 50 ms (longer than takeOverAfter: another goroutine takes over
+// the fetching). Per-key order holds, every record is handled, failed ones
+// exactly twice, and everything is committed.
+func TestFastHandlerRunsInlineInOrder(t *testing.T) {
+	t.Parallel()
+	brokers := testkit.KafkaBrokers(t)
+	topic := testkit.Topic(t, brokers, 2)
+	const n, keys = 20_000, 400
+	produceSeq(t, brokers, topic, n, keys, 40)
+
+	oc := newOrderChecker()
+	var attempts sync.Map // "key/seq" -> *atomic.Int32
+	cfg := baseConfig(t, brokers, topic)
+	cfg.BackoffMin, cfg.BackoffMax = time.Millisecond, 5*time.Millisecond
+	c, err := New(cfg, decodeSeq, HandlerFunc[seqRec](func(ctx context.Context, r *Record[seqRec]) error {
+		v, _ := attempts.LoadOrStore(r.Value.key+"/"+strconv.Itoa(r.Value.seq), new(atomic.Int32))
+		try := v.(*atomic.Int32).Add(1)
+		i := r.Value.seq*keys + mustAtoi(t, strings.TrimPrefix(r.Value.key, "k"))
+		if i%50 == 7 && try == 1 {
+			return errors.New("first attempt fails")
+		}
+		oc.begin(r.Value)
+		if i%500 == 3 {
+			time.Sleep(50 * time.Millisecond)
+		}
+		oc.end(r.Value)
+		return nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runConsumer(t, c)
+	testkit.Eventually(t, 60*time.Second, func() error { return oc.complete(keys, n/keys) })
+	if f := oc.failures(); len(f) > 0 {
+		t.Fatalf("%d ordering violations, first: %s", len(f), f[0])
+	}
+	var twice, other int
+	attempts.Range(func(k, v any) bool {
+		switch v.(*atomic.Int32).Load() {
+		case 1:
+		case 2:
+			twice++
+		default:
+			other++
+		}
+		return true
+	})
+	if twice != n/50 || other != 0 {
+		t.Errorf("%d records tried twice (want %d), %d tried otherwise", twice, n/50, other)
+	}
+	if got := testutil.ToFloat64(c.m.takeovers.WithLabelValues(cfg.GroupID)); got < 1 {
+		t.Errorf("%v fetch takeovers: the slow records never ran on a fetcher", got)
+	}
+	testkit.Eventually(t, 10*time.Second, func() error {
+		var sum int64
+		for _, off := range committed(t, brokers, cfg.GroupID, topic, 2) {
+			sum += off
+		}
+		if sum != n {
+			return fmt.Errorf("committed sum %d, want %d", sum, n)
+		}
+		return nil
+	})
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 func TestPartitionModeRunsOnePerPartition(t *testing.T) {

@@ -69,6 +69,23 @@ func (l *lanes[T]) submit(j *job[T]) {
 	l.ready <- j
 }
 
+// claim marks j's stripe busy for the caller when it is idle and reports
+// whether it did; the caller then runs j itself and calls next after.
+func (l *lanes[T]) claim(j *job[T]) bool {
+	if !l.ordered {
+		return true
+	}
+	mu := &l.locks[j.stripe%laneLocks]
+	mu.Lock()
+	defer mu.Unlock()
+	s := &l.stripes[j.stripe]
+	if s.busy {
+		return false
+	}
+	s.busy = true
+	return true
+}
+
 // next is called when j finished; it returns the next waiting job of j's
 // stripe, or nil after marking the stripe idle.
 func (l *lanes[T]) next(j *job[T]) *job[T] {

@@ -15,6 +15,7 @@ type metrics struct {
 	inFlight                                            *prometheus.GaugeVec
 	committedOffset, lag                                *prometheus.GaugeVec
 	rebalances                                          *prometheus.CounterVec
+	takeovers                                           *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -44,6 +45,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		committedOffset: gauge("committed_offset", "Last committed offset per partition.", "group", "topic", "partition"),
 		lag:             gauge("lag", "High watermark minus committed offset per partition.", "group", "topic", "partition"),
 		rebalances:      counter("rebalances_total", "Generations joined.", "group"),
+		takeovers: counter("fetch_takeovers_total",
+			"Records run on the fetching goroutine (short handlers) that took longer than 5 ms, so that another goroutine took over the partition's fetching.", "group"),
 	}
 }
 
