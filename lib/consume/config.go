@@ -67,6 +67,7 @@ const (
 	DefaultBatchMaxAge             = 3 * time.Second
 	DefaultBatchConcurrency        = 1
 	DefaultMaxValueBytes           = 1_000_000
+	DefaultInlineBelow             = 20 * time.Microsecond
 	DefaultFetchMaxBytes           = 4 << 20
 	DefaultFetchMaxWait            = 250 * time.Millisecond
 	DefaultSessionTimeout          = 10 * time.Second
@@ -126,6 +127,12 @@ type Config struct {
 	// BatchConcurrency is how many batches may be handled at once.
 	BatchConcurrency int
 
+	// InlineBelow: while the per-record handler's average duration is
+	// under it, a fetcher runs a record itself instead of handing it to a
+	// worker (see the package documentation). Default 20 us (handlers
+	// that do no I/O); negative: never.
+	InlineBelow time.Duration
+
 	// MaxValueBytes is the largest value handed to the decoder; a larger
 	// one is dead lettered as oversized. Default 1,000,000 (Kafka's own
 	// default message limit).
@@ -159,6 +166,7 @@ func (c *Config) setDefaults() {
 	setDefault(&c.BatchMaxAge, DefaultBatchMaxAge)
 	setDefault(&c.BatchConcurrency, DefaultBatchConcurrency)
 	setDefault(&c.MaxValueBytes, DefaultMaxValueBytes)
+	setDefault(&c.InlineBelow, DefaultInlineBelow)
 	setDefault(&c.FetchMaxBytes, DefaultFetchMaxBytes)
 	setDefault(&c.FetchMaxWait, DefaultFetchMaxWait)
 	setDefault(&c.SessionTimeout, DefaultSessionTimeout)

@@ -71,6 +71,11 @@ type Consumer[T any] struct {
 	m        *metrics
 
 	failing atomic.Pointer[error] // last batch failure, nil after a success
+
+	// handlerNanos is a moving average of the per-record handler's
+	// duration, kept across generations; it starts at a pessimistic 1 ms,
+	// so that records run on a fetcher only once handlers proved short.
+	handlerNanos atomic.Int64
 }
 
 // New returns a Consumer that hands records one at a time to h.
@@ -91,11 +96,13 @@ func newConsumer[T any](cfg Config, decode Decoder[T], h Handler[T], bh BatchHan
 	if decode == nil {
 		return nil, errors.New("consume: no decoder")
 	}
-	return &Consumer[T]{
+	c := &Consumer[T]{
 		cfg: cfg, decode: decode, handler: h, batch: bh,
 		inFlight: newGate(cfg.MaxInFlight),
 		m:        newMetrics(cfg.Registerer),
-	}, nil
+	}
+	c.handlerNanos.Store(int64(time.Millisecond))
+	return c, nil
 }
 
 // Check reports an error while the batch handler keeps failing (for
@@ -210,20 +217,17 @@ type generation[T any] struct {
 	latency          prometheus.Observer
 	jobs             sync.Pool // recycled *job[T]
 
-	base         time.Time    // origin of mono
-	handlerNanos atomic.Int64 // moving average of the handler's duration
+	base time.Time // origin of mono
+	// running bounds the handlers running at once, on workers and
+	// fetchers together, to Workers.
+	running *gate
 }
 
-// inlineBelow is the average handler duration under which a fetcher runs
-// a record whose stripe is idle itself rather than handing it to a worker:
-// the hand-off (channel send, worker wake-up) then costs more CPU than the
-// handler. takeOverAfter bounds how long such a record may hold up its
-// partition's fetching: past it, another goroutine takes over the fetching
-// and the one running the handler finishes it and ends.
-const (
-	inlineBelow   = 20 * time.Microsecond
-	takeOverAfter = 5 * time.Millisecond
-)
+// takeOverAfter bounds how long a record a fetcher runs itself (see
+// Config.InlineBelow) may hold up its partition's fetching: past it,
+// another goroutine takes over the fetching and the one running the
+// handler finishes it and ends.
+const takeOverAfter = 5 * time.Millisecond
 
 // mono returns a monotonic clock reading in nanoseconds, never 0; cheaper
 // than time.Now, which also reads the wall clock.
@@ -280,6 +284,7 @@ func (c *Consumer[T]) runGeneration(ctx, gctx context.Context, gen *kafka.Genera
 		}
 	} else {
 		g.lanes = newLanes[T](c.cfg.Ordering, c.cfg.MaxInFlight)
+		g.running = newGate(c.cfg.Workers)
 		for range c.cfg.Workers {
 			workers.Go(g.workLoop)
 		}
@@ -489,11 +494,18 @@ func (g *generation[T]) fetch(ctx context.Context, p *partition) {
 		case c.cfg.Ordering == OrderKey:
 			j.stripe = g.lanes.stripeOf(msg.Key)
 		}
-		if j.err != nil || g.handlerNanos.Load() >= int64(inlineBelow) || !g.lanes.claim(j) {
+		if j.err != nil || c.handlerNanos.Load() >= int64(c.cfg.InlineBelow) || !g.running.tryTake() {
 			g.lanes.submit(j)
 			continue
 		}
-		if !g.runInline(p, j) {
+		if !g.lanes.claim(j) {
+			g.running.give()
+			g.lanes.submit(j)
+			continue
+		}
+		kept := g.runInline(p, j)
+		g.running.give()
+		if !kept {
 			return // taken over
 		}
 	}
@@ -543,10 +555,11 @@ func (g *generation[T]) abandon(j *job[T]) { g.release(j) }
 func (g *generation[T]) workLoop() {
 	for j := range g.lanes.ready {
 		for j != nil {
-			if g.hctx.Err() != nil {
+			if g.hctx.Err() != nil || !g.running.take(g.hctx) {
 				g.abandon(j)
 			} else {
 				g.handle(j)
+				g.running.give()
 			}
 			next := g.lanes.next(j)
 			g.recycle(j)
@@ -595,8 +608,8 @@ func (g *generation[T]) runOnce(j *job[T]) error {
 	g.latency.Observe(float64(took) / 1e9)
 	// A moving average with weight 1/8; concurrent updates may lose one,
 	// which only delays it.
-	avg := g.handlerNanos.Load()
-	g.handlerNanos.Store(avg + (took-avg)/8)
+	avg := g.c.handlerNanos.Load()
+	g.c.handlerNanos.Store(avg + (took-avg)/8)
 	if err == nil {
 		j.part.nProcessed.Add(1)
 		g.complete(j)

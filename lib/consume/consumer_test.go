@@ -135,7 +135,8 @@ func TestKeyOrderUnderConcurrency(t *testing.T) {
 // first attempt (retried by a worker with the stripe kept) and every 500th
 // taking 50 ms (longer than takeOverAfter: another goroutine takes over
 // the fetching). Per-key order holds, every record is handled, failed ones
-// exactly twice, and everything is committed.
+// exactly twice, no more than Workers handlers run at once (fetchers and
+// workers together), and everything is committed.
 func TestFastHandlerRunsInlineInOrder(t *testing.T) {
 	t.Parallel()
 	brokers := testkit.KafkaBrokers(t)
@@ -147,7 +148,16 @@ func TestFastHandlerRunsInlineInOrder(t *testing.T) {
 	var attempts sync.Map // "key/seq" -> *atomic.Int32
 	cfg := baseConfig(t, brokers, topic)
 	cfg.BackoffMin, cfg.BackoffMax = time.Millisecond, 5*time.Millisecond
+	cfg.Workers = 3
+	// Inline whenever the average allows, whatever the race detector
+	// costs the "instant" handler.
+	cfg.InlineBelow = 5 * time.Millisecond
+	var cur, peak atomic.Int64
 	c, err := New(cfg, decodeSeq, HandlerFunc[seqRec](func(ctx context.Context, r *Record[seqRec]) error {
+		n := cur.Add(1)
+		defer cur.Add(-1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
 		v, _ := attempts.LoadOrStore(r.Value.key+"/"+strconv.Itoa(r.Value.seq), new(atomic.Int32))
 		try := v.(*atomic.Int32).Add(1)
 		i := r.Value.seq*keys + mustAtoi(t, strings.TrimPrefix(r.Value.key, "k"))
@@ -182,6 +192,9 @@ func TestFastHandlerRunsInlineInOrder(t *testing.T) {
 	})
 	if twice != n/50 || other != 0 {
 		t.Errorf("%d records tried twice (want %d), %d tried otherwise", twice, n/50, other)
+	}
+	if p := peak.Load(); p > int64(cfg.Workers) {
+		t.Errorf("%d handlers ran at once, Workers = %d", p, cfg.Workers)
 	}
 	if got := testutil.ToFloat64(c.m.takeovers.WithLabelValues(cfg.GroupID)); got < 1 {
 		t.Errorf("%v fetch takeovers: the slow records never ran on a fetcher", got)

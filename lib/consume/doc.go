@@ -48,10 +48,12 @@
 // every CommitInterval: those metrics lag by at most one interval.
 //
 // Short handlers run on the fetcher. While the handler's average duration
-// is under 20 us (a handler that does no I/O), a record whose ordering
+// is under 20 us (a handler that does no I/O; the average starts at 1 ms,
+// so this waits until handlers proved short), a record whose ordering
 // stripe is idle is run by the goroutine that fetched it instead of being
 // handed to a worker, which would cost more than the handler; ordering is
-// the same (the stripe is claimed as a worker would). Only its first
+// the same (the stripe is claimed as a worker would), and fetchers and
+// workers together never run more than Workers handlers at once. Only its first
 // attempt runs there: a failure goes to a worker for the retries and the
 // dead letter. A record that runs there for more than 5 ms has the
 // fetching taken over by a new goroutine (fetch_takeovers_total), so one

@@ -54,6 +54,19 @@ func (g *gate) take(ctx context.Context) bool {
 	}
 }
 
+// tryTake takes a place when one is free, without waiting.
+func (g *gate) tryTake() bool {
+	for {
+		n := g.n.Load()
+		if n >= g.limit {
+			return false
+		}
+		if g.n.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
 // give gives a place back.
 func (g *gate) give() {
 	g.n.Add(-1)
