@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -15,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/segmentio/kafka-go"
 
 	"github.com/notiflow/notiflow/lib/testkit"
 	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
@@ -199,6 +202,11 @@ func TestTwoProcessesOneKilled(t *testing.T) {
 	b := startProc(t, "b", env)
 	a.waitReady(t)
 	b.waitReady(t)
+	// Produce only once both hold their partitions: a rebalance while the
+	// backlog is being handled would cancel handlers at its drain deadline
+	// and cause re-sends that have nothing to do with the kill measured
+	// here.
+	waitGroupStable(t, strings.Split(env["NOTIFLOW_KAFKA_BROKERS"], ","), env["NOTIFLOW_GROUP"], 2)
 
 	var dues []*notiflowv1.NotificationDue
 	for s := range perRecipient {
@@ -295,4 +303,34 @@ func TestTwoProcessesOneKilled(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("b did not exit within 20s of SIGTERM")
 	}
+}
+
+// waitGroupStable waits until the consumer group is Stable with members
+// members, each of them assigned at least one partition.
+func waitGroupStable(t *testing.T, brokers []string, group string, members int) {
+	t.Helper()
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
+	testkit.Eventually(t, 60*time.Second, func() error {
+		resp, err := client.DescribeGroups(context.Background(), &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
+		if err != nil {
+			return err
+		}
+		if len(resp.Groups) != 1 {
+			return fmt.Errorf("%d groups described", len(resp.Groups))
+		}
+		g := resp.Groups[0]
+		if g.Error != nil || g.GroupState != "Stable" || len(g.Members) != members {
+			return fmt.Errorf("group %s: state %q, %d members, err %v", group, g.GroupState, len(g.Members), g.Error)
+		}
+		for _, m := range g.Members {
+			n := 0
+			for _, tp := range m.MemberAssignments.Topics {
+				n += len(tp.Partitions)
+			}
+			if n == 0 {
+				return fmt.Errorf("member %s has no partition", m.MemberID)
+			}
+		}
+		return nil
+	})
 }
