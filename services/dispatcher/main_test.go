@@ -19,6 +19,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/notiflow/notiflow/lib/consume"
 	"github.com/notiflow/notiflow/lib/testkit"
 	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
 	"github.com/notiflow/notiflow/services/dispatcher/internal/dispatchtest"
@@ -268,9 +269,9 @@ func TestTwoProcessesOneKilled(t *testing.T) {
 	// SIGKILL is read by the receiver a little later (the bytes wait in
 	// its socket buffer), so a call arriving up to killGrace after the
 	// kill may still be a's. The survivor cannot take over a's partitions
-	// before the session timeout (10 s) has passed, so the grace hides no
-	// re-send of the takeover.
-	const killGrace = time.Second
+	// before a's session has timed out, so a grace of a tenth of that
+	// (1 s) hides no re-send of the takeover.
+	const killGrace = consume.DefaultSessionTimeout / 10
 	calls := rcv.Calls()
 	first := map[string]time.Time{}
 	recs, seqs = recs[:0], seqs[:0]
