@@ -122,6 +122,46 @@ var migrations = []mysqlx.Migration{
 		Name:    "lean outbox",
 		Then:    dropColumns("outbox", "event_id", "due_at", "recipient_id", "channel", "webhook_url", "template_id", "params"),
 	},
+	{
+		// The due queue: one row per active target, keyed by when it is
+		// next due. A claim reads and deletes a key range of it instead of
+		// moving each target's entry in a (status, next_run_at) index of
+		// the targets; that index is dropped. Every writer of a target's
+		// status or next_run_at keeps the queue in step in the same
+		// transaction, and a claim drops rows that no longer match their
+		// target (see BeginClaim).
+		Version: 4,
+		Name:    "due queue",
+		Stmts: []string{
+			`CREATE TABLE IF NOT EXISTS target_due (
+				next_run_at DATETIME(6)     NOT NULL,
+				target_id   BIGINT UNSIGNED NOT NULL,
+				PRIMARY KEY (next_run_at, target_id)
+			) ENGINE=InnoDB`,
+			`INSERT IGNORE INTO target_due (next_run_at, target_id)
+				SELECT next_run_at, id FROM notification_targets WHERE status = 'active'`,
+		},
+		Then: dropIndex("notification_targets", "idx_targets_due"),
+	},
+}
+
+// dropIndex drops the index of table if it is still there (MySQL has no
+// DROP INDEX IF EXISTS).
+func dropIndex(table, index string) func(context.Context, *sql.Conn) error {
+	return func(ctx context.Context, conn *sql.Conn) error {
+		var n int
+		if err := conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.STATISTICS
+			WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND INDEX_NAME = ?`, table, index).Scan(&n); err != nil {
+			return fmt.Errorf("look up index %s.%s: %w", table, index, err)
+		}
+		if n == 0 {
+			return nil
+		}
+		if _, err := conn.ExecContext(ctx, "ALTER TABLE `"+table+"` DROP INDEX `"+index+"`"); err != nil {
+			return fmt.Errorf("drop index %s.%s: %w", table, index, err)
+		}
+		return nil
+	}
 }
 
 // dropColumns drops those of columns that table still has, in one ALTER

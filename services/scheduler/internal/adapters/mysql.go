@@ -188,6 +188,37 @@ func placeholders(b *strings.Builder, rows, cols int) {
 	}
 }
 
+// dueEntry is a row of the due queue (table target_due).
+type dueEntry struct {
+	at time.Time
+	id int64
+}
+
+// sqlExecer is what enqueueDue needs of a transaction.
+type sqlExecer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// enqueueDue adds entries to the due queue with multi-row INSERTs; an
+// entry already there is kept.
+func enqueueDue(ctx context.Context, tx sqlExecer, entries []dueEntry) error {
+	for start := 0; start < len(entries); start += insertChunk {
+		chunk := entries[start:min(start+insertChunk, len(entries))]
+		var b strings.Builder
+		b.WriteString(`INSERT INTO target_due (next_run_at, target_id) VALUES `)
+		placeholders(&b, len(chunk), 2)
+		b.WriteString(` ON DUPLICATE KEY UPDATE target_id = target_id`)
+		args := make([]any, 0, 2*len(chunk))
+		for _, e := range chunk {
+			args = append(args, e.at, e.id)
+		}
+		if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+			return fmt.Errorf("queue %d due targets: %w", len(chunk), err)
+		}
+	}
+	return nil
+}
+
 func inList(b *strings.Builder, n int) {
 	b.WriteByte('(')
 	for i := 0; i < n; i++ {
@@ -240,8 +271,16 @@ func (s *MySQLStore) CreateTargets(ctx context.Context, targets []domain.Target)
 		// A multi-row INSERT with a known row count gets consecutive
 		// auto-increment values (spaced by auto_increment_increment) in
 		// every innodb_autoinc_lock_mode; LAST_INSERT_ID is the first.
-		for i := range chunk {
-			ids = append(ids, first+int64(i)*s.autoIncStep)
+		var queued []dueEntry
+		for i, t := range chunk {
+			id := first + int64(i)*s.autoIncStep
+			ids = append(ids, id)
+			if t.Status == domain.StatusActive {
+				queued = append(queued, dueEntry{t.NextRunAt, id})
+			}
+		}
+		if err := enqueueDue(ctx, tx, queued); err != nil {
+			return nil, fmt.Errorf("create targets: %w", err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
@@ -318,8 +357,22 @@ func (s *MySQLStore) UpdateTarget(ctx context.Context, id int64, change func(dom
 			"next_run_at": next.NextRunAt,
 			"updated_at":  next.UpdatedAt,
 		}).Error
+		if err != nil {
+			return err
+		}
+		// Keep the due queue in step: the old entry goes, an active
+		// target gets its new one.
+		if err := tx.Exec(`DELETE FROM target_due WHERE next_run_at = ? AND target_id = ?`, r.NextRunAt, id).Error; err != nil {
+			return fmt.Errorf("dequeue: %w", err)
+		}
+		if next.Status == domain.StatusActive {
+			if err := tx.Exec(`INSERT INTO target_due (next_run_at, target_id) VALUES (?, ?)
+				ON DUPLICATE KEY UPDATE target_id = target_id`, next.NextRunAt, id).Error; err != nil {
+				return fmt.Errorf("enqueue: %w", err)
+			}
+		}
 		out = next
-		return err
+		return nil
 	})
 	if err != nil {
 		return domain.Target{}, fmt.Errorf("update target %d: %w", id, err)

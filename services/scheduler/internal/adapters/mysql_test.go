@@ -2,6 +2,7 @@ package adapters
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"testing"
 	"time"
@@ -208,6 +209,9 @@ func TestDuplicateOccurrenceIsImpossible(t *testing.T) {
 	if _, err := s.DB().ExecContext(ctx, `UPDATE notification_targets SET status = 'active' WHERE id = ?`, ids[0]); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := s.DB().ExecContext(ctx, `INSERT INTO target_due (next_run_at, target_id) VALUES (?, ?)`, now, ids[0]); err != nil {
+		t.Fatal(err)
+	}
 	// A new target in the same batch: its row is written, the duplicate's
 	// is not (the plain INSERT fails on the duplicate, the merging one
 	// writes the new row only).
@@ -330,4 +334,171 @@ func TestOverlappingClaims(t *testing.T) {
 	if res, err := s.ClaimDue(ctx, now, 10, domain.Planner{}); err != nil || res.Targets != 2 {
 		t.Fatalf("rest: %+v, %v", res, err)
 	}
+}
+
+// TestMigrateFillsTheDueQueue takes a database back to version 3 (due
+// index, no queue) with active, paused and done targets: version 4 queues
+// exactly the active ones at their next run and drops the due index.
+func TestMigrateFillsTheDueQueue(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	ctx := context.Background()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	ids, err := s.CreateTargets(ctx, []domain.Target{oneShot(t, "a", now), oneShot(t, "b", now.Add(time.Hour)), oneShot(t, "c", now)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`DROP TABLE target_due`,
+		`ALTER TABLE notification_targets ADD KEY idx_targets_due (status, next_run_at, id)`,
+		`DELETE FROM schema_migrations WHERE version = 4`,
+		fmt.Sprintf(`UPDATE notification_targets SET status = 'paused' WHERE id = %d`, ids[2]),
+	} {
+		if _, err := s.DB().ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	queued := dueQueue(t, s)
+	if len(queued) != 2 || !queued[ids[0]].Equal(now) || !queued[ids[1]].Equal(now.Add(time.Hour)) {
+		t.Fatalf("queue = %v, want targets %d at %v and %d an hour later", queued, ids[0], now, ids[1])
+	}
+	var n int
+	if err := s.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.STATISTICS
+		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'notification_targets' AND INDEX_NAME = 'idx_targets_due'`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("idx_targets_due still there (%d, %v)", n, err)
+	}
+}
+
+// TestClaimDropsStaleQueueEntries: queue entries that no longer match
+// their target are dropped without an outbox row (target deleted, paused,
+// or due later, which gets its right entry), and the entry of a target
+// another transaction holds stays for a later claim.
+func TestClaimDropsStaleQueueEntries(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	ctx := context.Background()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	var in []domain.Target
+	for _, r := range []string{"due", "gone", "paused", "later", "held"} {
+		in = append(in, oneShot(t, r, now.Add(-time.Minute)))
+	}
+	ids, err := s.CreateTargets(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := now.Add(time.Hour)
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{
+		{`DELETE FROM notification_targets WHERE id = ?`, []any{ids[1]}},
+		{`UPDATE notification_targets SET status = 'paused' WHERE id = ?`, []any{ids[2]}},
+		{`UPDATE notification_targets SET next_run_at = ? WHERE id = ?`, []any{later, ids[3]}},
+	} {
+		if _, err := s.DB().ExecContext(ctx, q.sql, q.args...); err != nil {
+			t.Fatalf("%s: %v", q.sql, err)
+		}
+	}
+	// Another transaction (an API request) holds the last target.
+	held, err := s.DB().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = held.Rollback() }()
+	var one int64
+	if err := held.QueryRowContext(ctx, `SELECT id FROM notification_targets WHERE id = ? FOR UPDATE`, ids[4]).Scan(&one); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.ClaimDue(ctx, now, 10, domain.Planner{})
+	if err != nil || res.Targets != 1 || res.Inserted != 1 {
+		t.Fatalf("claim: %+v, %v; want the one due target", res, err)
+	}
+	var target int64
+	if err := s.DB().QueryRowContext(ctx, `SELECT target_id FROM outbox`).Scan(&target); err != nil || target != ids[0] {
+		t.Fatalf("outbox row of target %d (%v), want %d", target, err, ids[0])
+	}
+	queue := dueQueue(t, s)
+	if len(queue) != 2 || !queue[ids[3]].Equal(later) || !queue[ids[4]].Equal(now.Add(-time.Minute)) {
+		t.Fatalf("queue after the claim = %v, want %d at %v and %d kept", queue, ids[3], later, ids[4])
+	}
+	// Released, the held target is claimed next time.
+	_ = held.Rollback()
+	if res, err := s.ClaimDue(ctx, now, 10, domain.Planner{}); err != nil || res.Inserted != 1 {
+		t.Fatalf("claim after release: %+v, %v", res, err)
+	}
+}
+
+// TestUpdateTargetKeepsTheQueueInStep: pausing removes a target's queue
+// entry, resuming queues it at its new next run, and the claim then takes
+// it there.
+func TestUpdateTargetKeepsTheQueueInStep(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	ctx := context.Background()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	ids, err := s.CreateTargets(ctx, []domain.Target{oneShot(t, "r", now.Add(-time.Hour))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := func(status domain.Status, next time.Time) {
+		t.Helper()
+		if _, err := s.UpdateTarget(ctx, ids[0], func(cur domain.Target) (domain.Target, error) {
+			cur.Status, cur.NextRunAt, cur.UpdatedAt = status, next, now
+			return cur, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries := func() (int, time.Time) {
+		t.Helper()
+		var n int
+		var at sql.NullTime
+		if err := s.DB().QueryRowContext(ctx, `SELECT COUNT(*), MAX(next_run_at) FROM target_due WHERE target_id = ?`, ids[0]).Scan(&n, &at); err != nil {
+			t.Fatal(err)
+		}
+		return n, at.Time
+	}
+	set(domain.StatusPaused, now.Add(-time.Hour))
+	if n, _ := entries(); n != 0 {
+		t.Fatalf("paused target has %d queue entries, want 0", n)
+	}
+	if res, err := s.ClaimDue(ctx, now, 10, domain.Planner{}); err != nil || res.Targets != 0 {
+		t.Fatalf("claim of a paused target: %+v, %v", res, err)
+	}
+	set(domain.StatusActive, now.Add(-time.Minute))
+	if n, at := entries(); n != 1 || !at.Equal(now.Add(-time.Minute)) {
+		t.Fatalf("resumed target: %d entries at %v, want 1 at %v", n, at, now.Add(-time.Minute))
+	}
+	if res, err := s.ClaimDue(ctx, now, 10, domain.Planner{}); err != nil || res.Inserted != 1 {
+		t.Fatalf("claim of the resumed target: %+v, %v", res, err)
+	}
+	if n, _ := entries(); n != 0 {
+		t.Fatalf("claimed one-shot keeps %d queue entries, want 0", n)
+	}
+}
+
+// dueQueue returns the due queue's entries by target id.
+func dueQueue(t *testing.T, s *MySQLStore) map[int64]time.Time {
+	t.Helper()
+	rows, err := s.DB().QueryContext(context.Background(), `SELECT target_id, next_run_at FROM target_due`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[int64]time.Time{}
+	for rows.Next() {
+		var id int64
+		var at time.Time
+		if err := rows.Scan(&id, &at); err != nil {
+			t.Fatal(err)
+		}
+		out[id] = at
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -39,24 +39,32 @@ type Claim struct {
 	due      []domain.Target
 	advances []domain.Advance
 	broken   int
+	taken    int // due-queue entries taken, stale ones included
 	last     domain.ClaimCursor
 }
 
 // Cursor is the position of the last target the claim took.
 func (c *Claim) Cursor() domain.ClaimCursor { return c.last }
 
-// Targets is the number of targets the claim holds.
-func (c *Claim) Targets() int { return len(c.due) + c.broken }
+// Targets is the number of due-queue entries the claim took: its due
+// targets plus entries it dropped because they no longer matched their
+// target (a batch is full when this reaches its limit).
+func (c *Claim) Targets() int { return c.taken }
 
-// BeginClaim opens a claim transaction and runs its first step: it selects
-// up to limit active targets due at now, oldest next_run_at first, FOR
-// UPDATE SKIP LOCKED (so claims in flight at the same time, and rows an API
-// request has locked, are skipped), starting after the cursor from (the
-// Cursor of the previous claim of the same scan, or the zero cursor), lets
-// planner compute their occurrences
-// and next states, and advances the targets with batched UPDATEs. It
-// returns a nil Claim when nothing is due. The transaction stays open
-// until Finish or Rollback; ctx must stay alive until then.
+// BeginClaim opens a claim transaction and runs its first step: it takes
+// up to limit entries of the due queue (table target_due) at or before
+// now, in (next_run_at, target_id) order after the cursor from (the Cursor
+// of the previous claim of the same scan, or the zero cursor), and locks
+// their targets, both FOR UPDATE SKIP LOCKED (so claims in flight at the
+// same time, and targets an API request has locked, are skipped). It
+// deletes the entries it took, except those whose target another
+// transaction holds; lets planner compute the occurrences and next states
+// of the active targets that are due; advances the targets with batched
+// UPDATEs; and queues the next entry of those still active. An entry that
+// no longer matches its target (target gone, not active, or due at
+// another time) is dropped, and an active target due later gets its right
+// entry. It returns a nil Claim when no entry is due. The transaction
+// stays open until Finish or Rollback; ctx must stay alive until then.
 //
 // Claims may be begun while another one is being finished: that overlap is
 // what lets a scan use two database connections (see app.Scheduler).
@@ -68,7 +76,7 @@ func (s *MySQLStore) BeginClaim(ctx context.Context, now time.Time, limit int, p
 		return nil, fmt.Errorf("claim: begin: %w", err)
 	}
 	c := &Claim{s: s, tx: tx, now: now}
-	if err := c.begin(ctx, limit, planner, from); err != nil || c.Targets() == 0 {
+	if err := c.begin(ctx, limit, planner, from); err != nil || c.taken == 0 {
 		_ = tx.Rollback()
 		return nil, err
 	}
@@ -76,49 +84,184 @@ func (s *MySQLStore) BeginClaim(ctx context.Context, now time.Time, limit int, p
 }
 
 func (c *Claim) begin(ctx context.Context, limit int, planner domain.Planner, from domain.ClaimCursor) error {
-	// Only what planning needs: the relay reads the rest of the target.
-	const cols = `SELECT id, schedule_kind, due_at, cron_expr, time_zone, next_run_at, status, run_id FROM notification_targets `
-	var (
-		rows *sql.Rows
-		err  error
-	)
-	if from.IsZero() {
-		rows, err = c.tx.QueryContext(ctx, cols+`WHERE status = 'active' AND next_run_at <= ?
-			ORDER BY next_run_at, id LIMIT ? FOR UPDATE SKIP LOCKED`, c.now, limit)
-	} else {
-		rows, err = c.tx.QueryContext(ctx, cols+`WHERE status = 'active' AND next_run_at <= ?
-			AND (next_run_at > ? OR (next_run_at = ? AND id > ?))
-			ORDER BY next_run_at, id LIMIT ? FOR UPDATE SKIP LOCKED`, c.now, from.NextRunAt, from.NextRunAt, from.ID, limit)
+	entries, err := c.lockDue(ctx, limit, from)
+	if err != nil || len(entries) == 0 {
+		return err
 	}
+	c.taken = len(entries)
+	c.last = domain.ClaimCursor{NextRunAt: entries[len(entries)-1].at, ID: entries[len(entries)-1].id}
+	rows, err := c.lockTargets(ctx, entries)
 	if err != nil {
-		return fmt.Errorf("claim: select due targets: %w", err)
+		return err
 	}
-	c.due = make([]domain.Target, 0, limit)
-	var broken []int64
-	for rows.Next() {
-		var r targetRow
-		if err := rows.Scan(&r.ID, &r.ScheduleKind, &r.DueAt, &r.CronExpr, &r.TimeZone, &r.NextRunAt, &r.Status, &r.RunID); err != nil {
-			rows.Close()
-			return fmt.Errorf("claim: read due target: %w", err)
+	// Sort the entries: due targets, entries to drop (their target is no
+	// longer active, gone, or due at another time, which gets its own
+	// entry) and entries to keep (their target is locked by another
+	// transaction, such as an API request; a later claim takes them).
+	c.due = make([]domain.Target, 0, len(entries))
+	var (
+		broken, missing []int64
+		drop            = make([]any, 0, len(entries))
+		requeue         []dueEntry
+	)
+	for _, e := range entries {
+		r, ok := rows[e.id]
+		if !ok {
+			missing = append(missing, e.id)
+			continue
 		}
-		c.last = domain.ClaimCursor{NextRunAt: r.NextRunAt, ID: r.ID}
-		t, err := c.s.toDomain(&r)
+		drop = append(drop, e.id)
+		if r.Status != string(domain.StatusActive) {
+			continue
+		}
+		if !r.NextRunAt.Equal(e.at) && r.NextRunAt.After(c.now) {
+			requeue = append(requeue, dueEntry{r.NextRunAt, r.ID})
+			continue
+		}
+		t, err := c.s.toDomain(r)
 		if err != nil {
 			broken = append(broken, r.ID)
 			continue
 		}
 		c.due = append(c.due, t)
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("claim: read due targets: %w", err)
+	gone, err := c.gone(ctx, missing)
+	if err != nil {
+		return err
+	}
+	drop = append(drop, gone...)
+	if err := c.dequeue(ctx, entries[0].at, c.last.NextRunAt, drop); err != nil {
+		return err
 	}
 	c.broken = len(broken)
-	if c.Targets() == 0 {
+	if len(c.due)+c.broken > 0 {
+		c.advances = planner.Plan(c.due, c.now)
+		if err := advanceTargets(ctx, c.tx, c.due, c.advances, broken, c.now); err != nil {
+			return err
+		}
+		for i, a := range c.advances {
+			if a.Status == domain.StatusActive {
+				requeue = append(requeue, dueEntry{a.NextRunAt, c.due[i].ID})
+			}
+		}
+	}
+	if err := enqueueDue(ctx, c.tx, requeue); err != nil {
+		return fmt.Errorf("claim: %w", err)
+	}
+	return nil
+}
+
+// lockDue locks up to limit due-queue entries at or before now, after the
+// cursor from, in key order, skipping entries other transactions hold.
+func (c *Claim) lockDue(ctx context.Context, limit int, from domain.ClaimCursor) ([]dueEntry, error) {
+	q := `SELECT next_run_at, target_id FROM target_due WHERE next_run_at <= ?`
+	args := []any{c.now}
+	if !from.IsZero() {
+		q += ` AND (next_run_at > ? OR (next_run_at = ? AND target_id > ?))`
+		args = append(args, from.NextRunAt, from.NextRunAt, from.ID)
+	}
+	rows, err := c.tx.QueryContext(ctx, q+` ORDER BY next_run_at, target_id LIMIT ? FOR UPDATE SKIP LOCKED`, append(args, limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("claim: select due targets: %w", err)
+	}
+	defer rows.Close()
+	entries := make([]dueEntry, 0, limit)
+	for rows.Next() {
+		var e dueEntry
+		if err := rows.Scan(&e.at, &e.id); err != nil {
+			return nil, fmt.Errorf("claim: read due target: %w", err)
+		}
+		entries = append(entries, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claim: read due targets: %w", err)
+	}
+	return entries, nil
+}
+
+// lockTargets locks the targets of entries, skipping those other
+// transactions hold, and returns them by id with what planning needs (the
+// relay reads the rest).
+func (c *Claim) lockTargets(ctx context.Context, entries []dueEntry) (map[int64]*targetRow, error) {
+	var b strings.Builder
+	b.WriteString(`SELECT id, schedule_kind, due_at, cron_expr, time_zone, next_run_at, status, run_id
+		FROM notification_targets WHERE id IN `)
+	inList(&b, len(entries))
+	b.WriteString(` FOR UPDATE SKIP LOCKED`)
+	args := make([]any, len(entries))
+	for i, e := range entries {
+		args[i] = e.id
+	}
+	rows, err := c.tx.QueryContext(ctx, b.String(), args...)
+	if err != nil {
+		return nil, fmt.Errorf("claim: lock due targets: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[int64]*targetRow, len(entries))
+	for rows.Next() {
+		r := new(targetRow)
+		if err := rows.Scan(&r.ID, &r.ScheduleKind, &r.DueAt, &r.CronExpr, &r.TimeZone, &r.NextRunAt, &r.Status, &r.RunID); err != nil {
+			return nil, fmt.Errorf("claim: read due target: %w", err)
+		}
+		out[r.ID] = r
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claim: read due targets: %w", err)
+	}
+	return out, nil
+}
+
+// gone returns those of ids (targets a locking read did not return) that
+// no longer exist; the others are locked by another transaction.
+func (c *Claim) gone(ctx context.Context, ids []int64) ([]any, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	var b strings.Builder
+	b.WriteString(`SELECT id FROM notification_targets WHERE id IN `)
+	inList(&b, len(ids))
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	rows, err := c.tx.QueryContext(ctx, b.String(), args...)
+	if err != nil {
+		return nil, fmt.Errorf("claim: look up targets of due entries: %w", err)
+	}
+	defer rows.Close()
+	exists := map[int64]bool{}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("claim: look up targets of due entries: %w", err)
+		}
+		exists[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claim: look up targets of due entries: %w", err)
+	}
+	var out []any
+	for _, id := range ids {
+		if !exists[id] {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
+// dequeue deletes the due-queue entries of ids between first and last
+// (the claim's key range; entries in it that ids do not name stay).
+func (c *Claim) dequeue(ctx context.Context, first, last time.Time, ids []any) error {
+	if len(ids) == 0 {
 		return nil
 	}
-	c.advances = planner.Plan(c.due, c.now)
-	return advanceTargets(ctx, c.tx, c.due, c.advances, broken, c.now)
+	var b strings.Builder
+	b.WriteString(`DELETE FROM target_due WHERE next_run_at BETWEEN ? AND ? AND target_id IN `)
+	inList(&b, len(ids))
+	if _, err := c.tx.ExecContext(ctx, b.String(), append([]any{first, last}, ids...)...); err != nil {
+		return fmt.Errorf("claim: dequeue %d due targets: %w", len(ids), err)
+	}
+	return nil
 }
 
 // Finish runs the claim's second step and commits: it locks the single row
@@ -151,7 +294,7 @@ func (c *Claim) Finish(ctx context.Context) (domain.ClaimResult, error) {
 	if err := c.tx.Commit(); err != nil {
 		return res, fmt.Errorf("claim: commit: %w", err)
 	}
-	res.Targets = c.Targets()
+	res.Targets = len(c.due) + c.broken
 	res.Inserted = inserted
 	res.Broken = c.broken
 	for _, a := range c.advances {

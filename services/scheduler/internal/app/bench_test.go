@@ -102,7 +102,7 @@ func benchEnv(name string) int {
 func reset(tb testing.TB, in *instance) {
 	tb.Helper()
 	// Truncating restarts the outbox ids: the relay cursor must restart too.
-	for _, q := range []string{`TRUNCATE TABLE outbox`, `TRUNCATE TABLE notification_targets`, `UPDATE outbox_relay SET published_id = 0`} {
+	for _, q := range []string{`TRUNCATE TABLE outbox`, `TRUNCATE TABLE notification_targets`, `TRUNCATE TABLE target_due`, `UPDATE outbox_relay SET published_id = 0`} {
 		if _, err := in.store.DB().Exec(q); err != nil {
 			tb.Fatalf("%s: %v", q, err)
 		}

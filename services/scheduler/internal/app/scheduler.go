@@ -25,6 +25,8 @@ type ClaimStore interface {
 // commits; the outbox rows of claims finished one after the other get
 // increasing ids. Finish or Rollback must be called exactly once.
 type ClaimTx interface {
+	// Targets is how much of the batch limit the claim used (a full
+	// batch means more may be due).
 	Targets() int
 	Cursor() domain.ClaimCursor
 	Finish(ctx context.Context) (domain.ClaimResult, error)

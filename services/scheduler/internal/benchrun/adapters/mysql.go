@@ -36,7 +36,7 @@ var numbers = func() string {
 }()
 
 // Store keeps benchmark runs in MySQL and reads what the pipeline wrote for
-// them: the scheduler's notification_targets, outbox and outbox_relay, and
+// them: the scheduler's notification_targets, target_due, outbox and outbox_relay, and
 // the sink's notifications (in the same database; a missing notifications
 // table counts as no rows). It is safe for concurrent use.
 type Store struct {
@@ -363,6 +363,14 @@ func (s *Store) CreateTargets(ctx context.Context, spec TargetSpec, dueAt time.T
 			return out, fmt.Errorf("create benchmark targets: move their due time: %w", err)
 		}
 		out.DueAt = d
+	}
+	// Queue them for the scheduler's claim (its due queue, target_due),
+	// at their final due time.
+	if _, err := tx.ExecContext(ctx, `INSERT INTO target_due (next_run_at, target_id)
+		SELECT next_run_at, id FROM notification_targets WHERE id BETWEEN ? AND ? AND run_id = ? AND status = 'active'
+		ON DUPLICATE KEY UPDATE target_id = target_due.target_id`,
+		out.Range.MinID, out.Range.MaxID, spec.RunID); err != nil {
+		return out, fmt.Errorf("create benchmark targets: queue them: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return out, fmt.Errorf("create benchmark targets: commit: %w", err)
