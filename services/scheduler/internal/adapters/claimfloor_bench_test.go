@@ -224,12 +224,3 @@ func floorScan(ctx context.Context, b *testing.B, tx *sql.Tx, q string, args ...
 	}
 	return ids, ats
 }
-
-func mustExec(tb testing.TB, db *sql.DB, stmts ...string) {
-	tb.Helper()
-	for _, q := range stmts {
-		if _, err := db.Exec(q); err != nil {
-			tb.Fatalf("%.60s: %v", q, err)
-		}
-	}
-}

@@ -366,9 +366,9 @@ func (s *MySQLStore) UpdateTarget(ctx context.Context, id int64, change func(dom
 			return fmt.Errorf("dequeue: %w", err)
 		}
 		if next.Status == domain.StatusActive {
-			if err := tx.Exec(`INSERT INTO target_due (next_run_at, target_id) VALUES (?, ?)
-				ON DUPLICATE KEY UPDATE target_id = target_id`, next.NextRunAt, id).Error; err != nil {
-				return fmt.Errorf("enqueue: %w", err)
+			// The transaction's connection (a *sql.Tx).
+			if err := enqueueDue(ctx, tx.Statement.ConnPool, []dueEntry{{next.NextRunAt, id}}); err != nil {
+				return err
 			}
 		}
 		out = next

@@ -269,14 +269,9 @@ func TestMigrateDropsCopiedOutboxColumns(t *testing.T) {
 	t.Parallel()
 	s := openStore(t)
 	ctx := context.Background()
-	for _, q := range []string{
+	mustExec(t, s.DB(),
 		`ALTER TABLE outbox ADD COLUMN event_id CHAR(36) NULL, ADD COLUMN params MEDIUMTEXT NULL`,
-		`DELETE FROM schema_migrations WHERE version = 3`,
-	} {
-		if _, err := s.DB().ExecContext(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
+		`DELETE FROM schema_migrations WHERE version = 3`)
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -348,16 +343,11 @@ func TestMigrateFillsTheDueQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{
+	mustExec(t, s.DB(),
 		`DROP TABLE target_due`,
 		`ALTER TABLE notification_targets ADD KEY idx_targets_due (status, next_run_at, id)`,
 		`DELETE FROM schema_migrations WHERE version = 4`,
-		fmt.Sprintf(`UPDATE notification_targets SET status = 'paused' WHERE id = %d`, ids[2]),
-	} {
-		if _, err := s.DB().ExecContext(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+		fmt.Sprintf(`UPDATE notification_targets SET status = 'paused' WHERE id = %d`, ids[2]))
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -501,4 +491,14 @@ func dueQueue(t *testing.T, s *MySQLStore) map[int64]time.Time {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// mustExec runs stmts in order on db and fails tb at the first error.
+func mustExec(tb testing.TB, db *sql.DB, stmts ...string) {
+	tb.Helper()
+	for _, q := range stmts {
+		if _, err := db.Exec(q); err != nil {
+			tb.Fatalf("%.60s: %v", q, err)
+		}
+	}
 }
