@@ -143,6 +143,73 @@ var migrations = []mysqlx.Migration{
 		},
 		Then: dropIndex("notification_targets", "idx_targets_due"),
 	},
+	{
+		// One-shots claimed from the queue alone. A queue entry says
+		// whether its target is a one-shot and carries the target's run:
+		// all a claim needs to fire it, so a one-shot's claim neither reads
+		// nor updates its target (half of a claim's database time). Its
+		// status is settled to "done" later, off the claim's path, from the
+		// outbox rows after outbox_relay.settled_id; until then the store
+		// reports an active one-shot without a queue entry as done.
+		// one_shot = 0 (what an older replica writes) takes the path that
+		// reads and updates the target.
+		Version: 5,
+		Name:    "one-shots claimed from the due queue",
+		Then: func(ctx context.Context, conn *sql.Conn) error {
+			if err := addColumns(ctx, conn, "target_due",
+				"one_shot TINYINT UNSIGNED NOT NULL DEFAULT 0", "run_id VARCHAR(64) NULL"); err != nil {
+				return err
+			}
+			if err := addColumns(ctx, conn, "outbox_relay", "settled_id BIGINT UNSIGNED NOT NULL DEFAULT 0"); err != nil {
+				return err
+			}
+			for _, q := range []string{
+				`UPDATE target_due d JOIN notification_targets t ON t.id = d.target_id
+					SET d.one_shot = (t.schedule_kind = 'once'), d.run_id = t.run_id`,
+				// Claims before this version updated their targets
+				// themselves: nothing before the current outbox is unsettled.
+				`UPDATE outbox_relay SET settled_id = (SELECT COALESCE(MAX(id), 0) FROM outbox) WHERE id = 1 AND settled_id = 0`,
+			} {
+				if _, err := conn.ExecContext(ctx, q); err != nil {
+					return fmt.Errorf("fill the due queue's new columns: %w", err)
+				}
+			}
+			return nil
+		},
+	},
+}
+
+// hasColumn reports whether table of the current database has column.
+func hasColumn(ctx context.Context, conn *sql.Conn, table, column string) (bool, error) {
+	var n int
+	if err := conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.COLUMNS
+		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = ?`, table, column).Scan(&n); err != nil {
+		return false, fmt.Errorf("look up column %s.%s: %w", table, column, err)
+	}
+	return n > 0, nil
+}
+
+// addColumns adds those of columns (each "name definition") that table
+// does not have yet, in one ALTER (MySQL has no ADD COLUMN IF NOT EXISTS).
+func addColumns(ctx context.Context, conn *sql.Conn, table string, columns ...string) error {
+	var adds []string
+	for _, c := range columns {
+		name, _, _ := strings.Cut(c, " ")
+		has, err := hasColumn(ctx, conn, table, name)
+		if err != nil {
+			return err
+		}
+		if !has {
+			adds = append(adds, "ADD COLUMN "+c)
+		}
+	}
+	if len(adds) == 0 {
+		return nil
+	}
+	if _, err := conn.ExecContext(ctx, "ALTER TABLE `"+table+"` "+strings.Join(adds, ", ")); err != nil {
+		return fmt.Errorf("add columns to %s: %w", table, err)
+	}
+	return nil
 }
 
 // dropIndex drops the index of table if it is still there (MySQL has no
@@ -170,12 +237,11 @@ func dropColumns(table string, columns ...string) func(context.Context, *sql.Con
 	return func(ctx context.Context, conn *sql.Conn) error {
 		var drops []string
 		for _, c := range columns {
-			var n int
-			if err := conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.COLUMNS
-				WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = ?`, table, c).Scan(&n); err != nil {
-				return fmt.Errorf("look up column %s.%s: %w", table, c, err)
+			has, err := hasColumn(ctx, conn, table, c)
+			if err != nil {
+				return err
 			}
-			if n > 0 {
+			if has {
 				drops = append(drops, "DROP COLUMN `"+c+"`")
 			}
 		}

@@ -111,9 +111,22 @@ type targetRow struct {
 	RunID        sql.NullString
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
+	// Fired is set by reads that select withFired: an active one-shot
+	// without a due-queue entry has been claimed and is done.
+	Fired bool `gorm:"->"`
 }
 
 func (targetRow) TableName() string { return "notification_targets" }
+
+// withFired selects a target with its Fired flag. A one-shot's claim
+// deletes its queue entry without touching the target (see BeginClaim);
+// until SettleOneShots stores "done", this is how reads tell.
+func withFired(db *gorm.DB) *gorm.DB {
+	return db.Select(`notification_targets.*, (notification_targets.schedule_kind = 'once'
+		AND notification_targets.status = 'active'
+		AND NOT EXISTS (SELECT 1 FROM target_due d
+			WHERE d.next_run_at = notification_targets.next_run_at AND d.target_id = notification_targets.id)) AS fired`)
+}
 
 // toDomain rebuilds a target; the error says that its stored schedule no
 // longer parses (e.g. a time zone missing from this host's database).
@@ -130,6 +143,9 @@ func (s *MySQLStore) toDomain(r *targetRow) (domain.Target, error) {
 		RunID:       r.RunID.String,
 		CreatedAt:   r.CreatedAt.UTC(),
 		UpdatedAt:   r.UpdatedAt.UTC(),
+	}
+	if r.Fired {
+		t.Status = domain.StatusDone
 	}
 	switch domain.Kind(r.ScheduleKind) {
 	case domain.KindOnce:
@@ -188,10 +204,20 @@ func placeholders(b *strings.Builder, rows, cols int) {
 	}
 }
 
-// dueEntry is a row of the due queue (table target_due).
+// dueEntry is a row of the due queue (table target_due): when target id
+// is next due; for a one-shot (oneShot) also its run, which is all its
+// claim needs (see BeginClaim).
 type dueEntry struct {
-	at time.Time
-	id int64
+	at      time.Time
+	id      int64
+	oneShot bool
+	runID   string
+}
+
+// queueEntry is the due-queue entry of target t with the given id, due at
+// t.NextRunAt.
+func queueEntry(t domain.Target, id int64) dueEntry {
+	return dueEntry{at: t.NextRunAt, id: id, oneShot: t.Schedule.Kind() == domain.KindOnce, runID: t.RunID}
 }
 
 // sqlExecer is what enqueueDue needs of a transaction.
@@ -205,12 +231,12 @@ func enqueueDue(ctx context.Context, tx sqlExecer, entries []dueEntry) error {
 	for start := 0; start < len(entries); start += insertChunk {
 		chunk := entries[start:min(start+insertChunk, len(entries))]
 		var b strings.Builder
-		b.WriteString(`INSERT INTO target_due (next_run_at, target_id) VALUES `)
-		placeholders(&b, len(chunk), 2)
-		b.WriteString(` ON DUPLICATE KEY UPDATE target_id = target_id`)
-		args := make([]any, 0, 2*len(chunk))
+		b.WriteString(`INSERT INTO target_due (next_run_at, target_id, one_shot, run_id) VALUES `)
+		placeholders(&b, len(chunk), 4)
+		b.WriteString(` ON DUPLICATE KEY UPDATE target_id = target_id`) // the same entry: a target's kind and run never change
+		args := make([]any, 0, 4*len(chunk))
 		for _, e := range chunk {
-			args = append(args, e.at, e.id)
+			args = append(args, e.at, e.id, e.oneShot, nullString(e.runID))
 		}
 		if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
 			return fmt.Errorf("queue %d due targets: %w", len(chunk), err)
@@ -276,7 +302,7 @@ func (s *MySQLStore) CreateTargets(ctx context.Context, targets []domain.Target)
 			id := first + int64(i)*s.autoIncStep
 			ids = append(ids, id)
 			if t.Status == domain.StatusActive {
-				queued = append(queued, dueEntry{t.NextRunAt, id})
+				queued = append(queued, queueEntry(t, id))
 			}
 		}
 		if err := enqueueDue(ctx, tx, queued); err != nil {
@@ -293,7 +319,7 @@ func (s *MySQLStore) CreateTargets(ctx context.Context, targets []domain.Target)
 // when it does not exist or was deleted.
 func (s *MySQLStore) GetTarget(ctx context.Context, id int64) (domain.Target, error) {
 	var r targetRow
-	err := s.gdb.WithContext(ctx).Where("id = ? AND status <> ?", id, string(domain.StatusDeleted)).Take(&r).Error
+	err := s.gdb.WithContext(ctx).Scopes(withFired).Where("id = ? AND status <> ?", id, string(domain.StatusDeleted)).Take(&r).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return domain.Target{}, fmt.Errorf("get target %d: %w", id, domain.ErrNotFound)
 	}
@@ -307,7 +333,7 @@ func (s *MySQLStore) GetTarget(ctx context.Context, id int64) (domain.Target, er
 // order, leaving out deleted ones (keyset pagination).
 func (s *MySQLStore) ListTargets(ctx context.Context, afterID int64, limit int) ([]domain.Target, error) {
 	var rows []targetRow
-	err := s.gdb.WithContext(ctx).
+	err := s.gdb.WithContext(ctx).Scopes(withFired).
 		Where("id > ? AND status <> ?", afterID, string(domain.StatusDeleted)).
 		Order("id").Limit(limit).Find(&rows).Error
 	if err != nil {
@@ -324,8 +350,11 @@ func (s *MySQLStore) ListTargets(ctx context.Context, afterID int64, limit int) 
 	return out, nil
 }
 
-// UpdateTarget locks target id, passes it to change and stores the status
-// and next_run_at that change returns, in one transaction. An error from
+// UpdateTarget locks target id and, if it is active, its due-queue entry
+// (waiting for a claim that holds it), passes the target to change and
+// stores the status and next_run_at that change returns, keeping the queue
+// in step, in one transaction. An active one-shot whose entry is gone has
+// fired: change sees it done. An error from
 // change (e.g. wrapping domain.ErrConflict) rolls back and is returned; a
 // missing or deleted target gives domain.ErrNotFound.
 func (s *MySQLStore) UpdateTarget(ctx context.Context, id int64, change func(domain.Target) (domain.Target, error)) (domain.Target, error) {
@@ -339,6 +368,16 @@ func (s *MySQLStore) UpdateTarget(ctx context.Context, id int64, change func(dom
 		}
 		if err != nil {
 			return err
+		}
+		if r.Status == string(domain.StatusActive) {
+			// Lock the target's queue entry: this waits for a claim that
+			// holds it, and an active one-shot whose entry is gone fired.
+			var queued int
+			if err := tx.Raw(`SELECT COUNT(*) FROM target_due WHERE next_run_at = ? AND target_id = ? FOR UPDATE`,
+				r.NextRunAt, id).Scan(&queued).Error; err != nil {
+				return fmt.Errorf("lock the due-queue entry: %w", err)
+			}
+			r.Fired = queued == 0 && r.ScheduleKind == string(domain.KindOnce)
 		}
 		cur, err := s.toDomain(&r)
 		if err != nil {
@@ -367,13 +406,13 @@ func (s *MySQLStore) UpdateTarget(ctx context.Context, id int64, change func(dom
 		}
 		if next.Status == domain.StatusActive {
 			// The transaction's connection (a *sql.Tx).
-			if err := enqueueDue(ctx, tx.Statement.ConnPool, []dueEntry{{next.NextRunAt, id}}); err != nil {
+			if err := enqueueDue(ctx, tx.Statement.ConnPool, []dueEntry{queueEntry(next, id)}); err != nil {
 				return err
 			}
 		}
 		out = next
 		return nil
-	})
+	}, &sql.TxOptions{Isolation: sql.LevelReadCommitted}) // record locks only: no gap lock on the queue
 	if err != nil {
 		return domain.Target{}, fmt.Errorf("update target %d: %w", id, err)
 	}

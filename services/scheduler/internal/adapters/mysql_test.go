@@ -175,6 +175,19 @@ func TestClaimOneShotsAndRelayQueries(t *testing.T) {
 	if n, err := s.PurgePublished(ctx, now, 100); err != nil || n != 0 {
 		t.Fatalf("purged %d, %v; want 0", n, err)
 	}
+	// Nor is a row purged before its one-shot is settled.
+	if n, err := s.PurgePublished(ctx, now.Add(time.Second), 100); err != nil || n != 0 {
+		t.Fatalf("purged %d before settling, %v; want 0", n, err)
+	}
+	if n, more, err := s.SettleOneShots(ctx, 15); err != nil || n != 15 || !more {
+		t.Fatalf("settled %d (more %v), %v; want 15 and more", n, more, err)
+	}
+	if n, more, err := s.SettleOneShots(ctx, 15); err != nil || n != 6 || more {
+		t.Fatalf("settled %d (more %v), %v; want the last 6", n, more, err)
+	}
+	if n, more, err := s.SettleOneShots(ctx, 15); err != nil || n != 0 || more {
+		t.Fatalf("settled again %d (more %v), %v; want nothing", n, more, err)
+	}
 	// The row at the cursor stays.
 	if n, err := s.PurgePublished(ctx, now.Add(time.Second), 100); err != nil || n != 9 {
 		t.Fatalf("purged %d, %v; want 9", n, err)
@@ -345,8 +358,9 @@ func TestMigrateFillsTheDueQueue(t *testing.T) {
 	}
 	mustExec(t, s.DB(),
 		`DROP TABLE target_due`,
+		`ALTER TABLE outbox_relay DROP COLUMN settled_id`,
 		`ALTER TABLE notification_targets ADD KEY idx_targets_due (status, next_run_at, id)`,
-		`DELETE FROM schema_migrations WHERE version = 4`,
+		`DELETE FROM schema_migrations WHERE version >= 4`,
 		fmt.Sprintf(`UPDATE notification_targets SET status = 'paused' WHERE id = %d`, ids[2]))
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
@@ -362,10 +376,62 @@ func TestMigrateFillsTheDueQueue(t *testing.T) {
 	}
 }
 
-// TestClaimDropsStaleQueueEntries: queue entries that no longer match
-// their target are dropped without an outbox row (target deleted, paused,
-// or due later, which gets its right entry), and the entry of a target
-// another transaction holds stays for a later claim.
+// TestMigrateMarksOneShotEntries takes a database back to version 4 (queue
+// entries without kind or run, no settle cursor) with a one-shot of a run,
+// a cron target and an outbox row: version 5 marks the one-shot's entry,
+// copies its run, and starts the settle cursor after the existing outbox.
+func TestMigrateMarksOneShotEntries(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	ctx := context.Background()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	once := oneShot(t, "a", now)
+	once.RunID = "run-m"
+	ids, err := s.CreateTargets(ctx, []domain.Target{once, cronTarget(t, "b", "@hourly", "UTC", now)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, s.DB(),
+		`ALTER TABLE target_due DROP COLUMN one_shot, DROP COLUMN run_id`,
+		`ALTER TABLE outbox_relay DROP COLUMN settled_id`,
+		fmt.Sprintf(`INSERT INTO outbox (target_id, occurrence_at, created_at) VALUES (%d, '2026-03-01 11:00:00', '2026-03-01 11:00:00')`, ids[1]),
+		`DELETE FROM schema_migrations WHERE version = 5`)
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := s.DB().QueryContext(ctx, `SELECT target_id, one_shot, COALESCE(run_id, '') FROM target_due ORDER BY target_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var id int64
+		var oneShot bool
+		var run string
+		if err := rows.Scan(&id, &oneShot, &run); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%d:%v:%s", id, oneShot, run))
+	}
+	if want := fmt.Sprintf("[%d:true:run-m %d:false:]", ids[0], ids[1]); fmt.Sprint(got) != want {
+		t.Fatalf("queue = %v, want %s", got, want)
+	}
+	var settled, last uint64
+	if err := s.DB().QueryRowContext(ctx, `SELECT settled_id, (SELECT MAX(id) FROM outbox) FROM outbox_relay`).Scan(&settled, &last); err != nil || settled != last || last == 0 {
+		t.Fatalf("settle cursor %d, last outbox row %d (%v); want equal", settled, last, err)
+	}
+	if err := s.Migrate(ctx); err != nil { // and again: a no-op
+		t.Fatal(err)
+	}
+}
+
+// TestClaimDropsStaleQueueEntries: on the path that reads the target
+// (entries with one_shot = 0, as cron targets and replicas older than
+// schema 5 write them), queue entries that no longer match their target
+// are dropped without an outbox row (target deleted, paused, or due later,
+// which gets its right entry), and the entry of a target another
+// transaction holds stays for a later claim.
 func TestClaimDropsStaleQueueEntries(t *testing.T) {
 	t.Parallel()
 	s := openStore(t)
@@ -384,6 +450,7 @@ func TestClaimDropsStaleQueueEntries(t *testing.T) {
 		sql  string
 		args []any
 	}{
+		{`UPDATE target_due SET one_shot = 0`, nil},
 		{`DELETE FROM notification_targets WHERE id = ?`, []any{ids[1]}},
 		{`UPDATE notification_targets SET status = 'paused' WHERE id = ?`, []any{ids[2]}},
 		{`UPDATE notification_targets SET next_run_at = ? WHERE id = ?`, []any{later, ids[3]}},

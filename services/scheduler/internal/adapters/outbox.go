@@ -54,17 +54,28 @@ func (c *Claim) Targets() int { return c.taken }
 // BeginClaim opens a claim transaction and runs its first step: it takes
 // up to limit entries of the due queue (table target_due) at or before
 // now, in (next_run_at, target_id) order after the cursor from (the Cursor
-// of the previous claim of the same scan, or the zero cursor), and locks
-// their targets, both FOR UPDATE SKIP LOCKED (so claims in flight at the
-// same time, and targets an API request has locked, are skipped). It
-// deletes the entries it took, except those whose target another
-// transaction holds; lets planner compute the occurrences and next states
-// of the active targets that are due; advances the targets with batched
-// UPDATEs; and queues the next entry of those still active. An entry that
-// no longer matches its target (target gone, not active, or due at
-// another time) is dropped, and an active target due later gets its right
-// entry. It returns a nil Claim when no entry is due. The transaction
-// stays open until Finish or Rollback; ctx must stay alive until then.
+// of the previous claim of the same scan, or the zero cursor), FOR UPDATE
+// SKIP LOCKED (so claims in flight at the same time, and entries an API
+// request has locked, are skipped), and deletes them.
+//
+// A one-shot's entry is all its claim needs (due time, run): the claim
+// neither reads nor updates its target, which the store reports as done
+// from then on (its queue entry is gone) and SettleOneShots later marks
+// done. Every writer of a target's status keeps the queue in step in its
+// own transaction and locks the target's entry first (see UpdateTarget),
+// so the entry's lock is what serialises a one-shot's claim with the API.
+//
+// The other entries' targets (cron, and entries written by a replica
+// older than schema 5) are locked too, FOR UPDATE SKIP LOCKED; an entry
+// whose target another transaction holds is kept for a later claim. The
+// planner computes the occurrences and next states of those that are
+// active and due; the claim advances them with batched UPDATEs and queues
+// the next entry of those still active. Such an entry that no longer
+// matches its target (target gone, not active, or due at another time) is
+// dropped, and an active target due later gets its right entry.
+//
+// It returns a nil Claim when no entry is due. The transaction stays open
+// until Finish or Rollback; ctx must stay alive until then.
 //
 // Claims may be begun while another one is being finished: that overlap is
 // what lets a scan use two database connections (see app.Scheduler).
@@ -90,7 +101,15 @@ func (c *Claim) begin(ctx context.Context, limit int, planner domain.Planner, fr
 	}
 	c.taken = len(entries)
 	c.last = domain.ClaimCursor{NextRunAt: entries[len(entries)-1].at, ID: entries[len(entries)-1].id}
-	rows, err := c.lockTargets(ctx, entries)
+	// A one-shot's entry is all its claim needs; the other entries'
+	// targets are locked and read.
+	var others []dueEntry
+	for _, e := range entries {
+		if !e.oneShot {
+			others = append(others, e)
+		}
+	}
+	rows, err := c.lockTargets(ctx, others)
 	if err != nil {
 		return err
 	}
@@ -103,8 +122,15 @@ func (c *Claim) begin(ctx context.Context, limit int, planner domain.Planner, fr
 		broken, missing []int64
 		drop            = make([]any, 0, len(entries))
 		requeue         []dueEntry
+		read            []int // indexes in c.due of the targets read
 	)
 	for _, e := range entries {
+		if e.oneShot {
+			drop = append(drop, e.id)
+			c.due = append(c.due, domain.Target{ID: e.id, Schedule: domain.OneShot(e.at), NextRunAt: e.at,
+				Status: domain.StatusActive, RunID: e.runID})
+			continue
+		}
 		r, ok := rows[e.id]
 		if !ok {
 			missing = append(missing, e.id)
@@ -115,7 +141,8 @@ func (c *Claim) begin(ctx context.Context, limit int, planner domain.Planner, fr
 			continue
 		}
 		if !r.NextRunAt.Equal(e.at) && r.NextRunAt.After(c.now) {
-			requeue = append(requeue, dueEntry{r.NextRunAt, r.ID})
+			requeue = append(requeue, dueEntry{at: r.NextRunAt, id: r.ID,
+				oneShot: r.ScheduleKind == string(domain.KindOnce), runID: r.RunID.String})
 			continue
 		}
 		t, err := c.s.toDomain(r)
@@ -123,6 +150,7 @@ func (c *Claim) begin(ctx context.Context, limit int, planner domain.Planner, fr
 			broken = append(broken, r.ID)
 			continue
 		}
+		read = append(read, len(c.due))
 		c.due = append(c.due, t)
 	}
 	gone, err := c.gone(ctx, missing)
@@ -134,15 +162,22 @@ func (c *Claim) begin(ctx context.Context, limit int, planner domain.Planner, fr
 		return err
 	}
 	c.broken = len(broken)
-	if len(c.due)+c.broken > 0 {
-		c.advances = planner.Plan(c.due, c.now)
-		if err := advanceTargets(ctx, c.tx, c.due, c.advances, broken, c.now); err != nil {
-			return err
+	c.advances = planner.Plan(c.due, c.now)
+	// Only the targets read are advanced here; a one-shot claimed from its
+	// entry alone is settled later (SettleOneShots).
+	advDue := make([]domain.Target, len(read))
+	advances := make([]domain.Advance, len(read))
+	for j, i := range read {
+		advDue[j], advances[j] = c.due[i], c.advances[i]
+		if a := c.advances[i]; a.Status == domain.StatusActive {
+			t := c.due[i]
+			t.NextRunAt = a.NextRunAt
+			requeue = append(requeue, queueEntry(t, t.ID))
 		}
-		for i, a := range c.advances {
-			if a.Status == domain.StatusActive {
-				requeue = append(requeue, dueEntry{a.NextRunAt, c.due[i].ID})
-			}
+	}
+	if len(advDue)+len(broken) > 0 {
+		if err := advanceTargets(ctx, c.tx, advDue, advances, broken, c.now); err != nil {
+			return err
 		}
 	}
 	if err := enqueueDue(ctx, c.tx, requeue); err != nil {
@@ -154,7 +189,7 @@ func (c *Claim) begin(ctx context.Context, limit int, planner domain.Planner, fr
 // lockDue locks up to limit due-queue entries at or before now, after the
 // cursor from, in key order, skipping entries other transactions hold.
 func (c *Claim) lockDue(ctx context.Context, limit int, from domain.ClaimCursor) ([]dueEntry, error) {
-	q := `SELECT next_run_at, target_id FROM target_due WHERE next_run_at <= ?`
+	q := `SELECT next_run_at, target_id, one_shot, run_id FROM target_due WHERE next_run_at <= ?`
 	args := []any{c.now}
 	if !from.IsZero() {
 		q += ` AND (next_run_at > ? OR (next_run_at = ? AND target_id > ?))`
@@ -167,10 +202,14 @@ func (c *Claim) lockDue(ctx context.Context, limit int, from domain.ClaimCursor)
 	defer rows.Close()
 	entries := make([]dueEntry, 0, limit)
 	for rows.Next() {
-		var e dueEntry
-		if err := rows.Scan(&e.at, &e.id); err != nil {
+		var (
+			e     dueEntry
+			runID sql.NullString
+		)
+		if err := rows.Scan(&e.at, &e.id, &e.oneShot, &runID); err != nil {
 			return nil, fmt.Errorf("claim: read due target: %w", err)
 		}
+		e.runID = runID.String
 		entries = append(entries, e)
 	}
 	if err := rows.Err(); err != nil {
@@ -183,6 +222,9 @@ func (c *Claim) lockDue(ctx context.Context, limit int, from domain.ClaimCursor)
 // transactions hold, and returns them by id with what planning needs (the
 // relay reads the rest).
 func (c *Claim) lockTargets(ctx context.Context, entries []dueEntry) (map[int64]*targetRow, error) {
+	if len(entries) == 0 {
+		return nil, nil
+	}
 	var b strings.Builder
 	b.WriteString(`SELECT id, schedule_kind, due_at, cron_expr, time_zone, next_run_at, status, run_id
 		FROM notification_targets WHERE id IN `)
@@ -497,26 +539,74 @@ func (s *MySQLStore) MarkPublished(ctx context.Context, upTo uint64, at time.Tim
 	return nil
 }
 
+// SettleOneShots stores "done" for the one-shots that claims fired from
+// their queue entries alone (see BeginClaim), going through the outbox rows
+// after the settle cursor (outbox_relay.settled_id), at most limit rows
+// per call, and moves the cursor past them. It returns how many targets it
+// settled and whether rows after the cursor remain. A target is settled
+// only if it is still an active one-shot due at the row's occurrence and
+// has no queue entry, so running it twice, or beside a claim, is harmless.
+// Rows become visible in id order (see Finish): the cursor never skips one.
+func (s *MySQLStore) SettleOneShots(ctx context.Context, limit int) (settled int64, more bool, err error) {
+	var from uint64
+	if err := s.db.QueryRowContext(ctx, `SELECT settled_id FROM outbox_relay WHERE id = 1`).Scan(&from); err != nil {
+		return 0, false, fmt.Errorf("settle one-shots: read the cursor: %w", err)
+	}
+	var hi uint64
+	err = s.db.QueryRowContext(ctx, `SELECT id FROM outbox WHERE id > ? ORDER BY id LIMIT 1 OFFSET ?`, from, limit-1).Scan(&hi)
+	switch {
+	case err == nil:
+		more = true
+	case errors.Is(err, sql.ErrNoRows):
+		if err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM outbox`).Scan(&hi); err != nil {
+			return 0, false, fmt.Errorf("settle one-shots: read the last outbox row: %w", err)
+		}
+	default:
+		return 0, false, fmt.Errorf("settle one-shots: find the window: %w", err)
+	}
+	if hi <= from {
+		return 0, false, nil
+	}
+	res, err := s.db.ExecContext(ctx, `UPDATE notification_targets t JOIN outbox o ON o.target_id = t.id
+		SET t.status = 'done', t.updated_at = o.created_at
+		WHERE o.id > ? AND o.id <= ? AND t.schedule_kind = 'once' AND t.status = 'active'
+			AND t.next_run_at = o.occurrence_at
+			AND NOT EXISTS (SELECT 1 FROM target_due d WHERE d.next_run_at = t.next_run_at AND d.target_id = t.id)`, from, hi)
+	if err != nil {
+		return 0, false, fmt.Errorf("settle one-shots of outbox rows %d..%d: %w", from+1, hi, err)
+	}
+	if settled, err = res.RowsAffected(); err != nil {
+		return 0, false, fmt.Errorf("settle one-shots: %w", err)
+	}
+	if _, err := s.db.ExecContext(ctx, `UPDATE outbox_relay SET settled_id = GREATEST(settled_id, ?) WHERE id = 1`, hi); err != nil {
+		return settled, false, fmt.Errorf("settle one-shots: move the cursor to %d: %w", hi, err)
+	}
+	return settled, more, nil
+}
+
 // PurgePublished deletes published rows created before before, looking at
 // no more than the limit oldest rows, and returns how many it deleted; a
 // result below limit means that nothing older is left. The row at the
 // cursor is kept, so the outbox's auto-increment never falls back below
-// the cursor.
+// the cursor, and so is every row SettleOneShots has not gone past yet.
 func (s *MySQLStore) PurgePublished(ctx context.Context, before time.Time, limit int) (int64, error) {
-	upTo, err := s.PublishedUpTo(ctx)
-	if err != nil || upTo == 0 {
-		return 0, err
+	var upTo, settled uint64
+	if err := s.db.QueryRowContext(ctx, `SELECT published_id, settled_id FROM outbox_relay WHERE id = 1`).Scan(&upTo, &settled); err != nil {
+		return 0, fmt.Errorf("purge published outbox rows: read the cursors: %w", err)
+	}
+	if upTo == 0 {
+		return 0, nil
 	}
 	// The window: the limit oldest rows, bounding the scan.
 	var hi uint64
-	err = s.db.QueryRowContext(ctx, `SELECT id FROM outbox ORDER BY id LIMIT 1 OFFSET ?`, limit-1).Scan(&hi)
+	err := s.db.QueryRowContext(ctx, `SELECT id FROM outbox ORDER BY id LIMIT 1 OFFSET ?`, limit-1).Scan(&hi)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		hi = upTo
 	case err != nil:
 		return 0, fmt.Errorf("purge published outbox rows: %w", err)
 	}
-	hi = min(hi, upTo-1)
+	hi = min(hi, upTo-1, settled)
 	res, err := s.db.ExecContext(ctx, `DELETE FROM outbox WHERE id <= ? AND created_at < ?`, hi, before)
 	if err != nil {
 		return 0, fmt.Errorf("purge published outbox rows: %w", err)

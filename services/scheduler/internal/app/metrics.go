@@ -17,6 +17,7 @@ type Metrics struct {
 	RelayErrors      prometheus.Counter
 	OutboxBacklog    prometheus.Gauge
 	Purged           prometheus.Counter
+	Settled          prometheus.Counter
 	LockHeld         prometheus.Gauge
 	LockLost         prometheus.Counter
 }
@@ -63,6 +64,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Purged: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "notiflow_scheduler_outbox_purged_total", Help: "Published outbox rows deleted after the retention.",
 		}),
+		Settled: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "notiflow_scheduler_one_shots_settled_total", Help: "Claimed one-shots whose stored status was set to done after the claim.",
+		}),
 		LockHeld: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "notiflow_scheduler_lock_held", Help: "1 while this replica holds the scan lock.",
 		}),
@@ -71,6 +75,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	reg.MustRegister(m.Claimed, m.OutboxInserted, m.ClaimErrors, m.CatchUpTruncated, m.BrokenTargets, m.ScanDuration,
-		m.Published, m.PublishBatch, m.DueToPublish, m.RelayErrors, m.OutboxBacklog, m.Purged, m.LockHeld, m.LockLost)
+		m.Published, m.PublishBatch, m.DueToPublish, m.RelayErrors, m.OutboxBacklog, m.Purged, m.Settled, m.LockHeld, m.LockLost)
 	return m
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -33,8 +34,13 @@ type ClaimTx interface {
 	Rollback()
 }
 
-// Housekeeper trims the outbox and measures its backlog.
+// Housekeeper settles claimed one-shots, trims the outbox and measures its
+// backlog.
 type Housekeeper interface {
+	// SettleOneShots stores "done" for one-shots claimed since the last
+	// call, going through at most limit outbox rows; more says that rows
+	// are left.
+	SettleOneShots(ctx context.Context, limit int) (settled int64, more bool, err error)
 	PurgePublished(ctx context.Context, before time.Time, limit int) (int64, error)
 	Backlog(ctx context.Context) (int64, error)
 }
@@ -69,6 +75,7 @@ type Scheduler struct {
 
 	houseMu   sync.Mutex
 	lastHouse time.Time
+	scanning  atomic.Bool // a tick is claiming: settling waits
 }
 
 // NewScheduler wires a Scheduler.
@@ -167,6 +174,8 @@ func (s *Scheduler) Tick(ctx context.Context) {
 		return
 	}
 	defer s.Wake() // also when nothing was claimed: the relay retries leftovers and housekeeps
+	s.scanning.Store(true)
+	defer s.scanning.Store(false)
 	start := time.Now()
 	defer func() { s.m.ScanDuration.Observe(time.Since(start).Seconds()) }()
 
@@ -301,8 +310,9 @@ func (s *Scheduler) relayLoop(ctx context.Context) {
 	}
 }
 
-// housekeep deletes published rows older than the retention and samples
-// the backlog, at most every housekeepEvery.
+// housekeep settles claimed one-shots while no tick is claiming, deletes
+// published rows older than the retention and samples the backlog, at most
+// every housekeepEvery.
 func (s *Scheduler) housekeep(ctx context.Context) {
 	s.houseMu.Lock()
 	defer s.houseMu.Unlock()
@@ -311,6 +321,21 @@ func (s *Scheduler) housekeep(ctx context.Context) {
 	}
 	s.lastHouse = time.Now()
 	const chunk = 10000
+	// Settling is the claim's deferred work: it yields to a scan between
+	// chunks, so a flood is claimed first and settled after.
+	for ctx.Err() == nil && !s.scanning.Load() {
+		n, more, err := s.house.SettleOneShots(ctx, chunk)
+		s.m.Settled.Add(float64(n))
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("settle claimed one-shots", "err", err)
+			}
+			break
+		}
+		if !more {
+			break
+		}
+	}
 	before := s.now().Add(-s.opts.Retention)
 	for ctx.Err() == nil {
 		n, err := s.house.PurgePublished(ctx, before, chunk)

@@ -99,10 +99,27 @@ func TestOccurrencesOverTicks(t *testing.T) {
 			t.Errorf("%s:\n got  %v\n want %v", name, got[name], w)
 		}
 	}
+	all, err := in.store.ListTargets(ctx, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var done []string
+	for _, tg := range all {
+		if tg.Status == domain.StatusDone {
+			done = append(done, ids[tg.ID])
+		}
+	}
+	if fmt.Sprint(done) != "[one-shot]" {
+		t.Errorf("done targets = %v, want the one-shot", done)
+	}
+	// The one-shot's row is settled to done after the claim.
+	if n, _, err := in.store.SettleOneShots(ctx, 1000); err != nil || n != 1 {
+		t.Errorf("settled %d, %v; want the one-shot", n, err)
+	}
 	var doneCount int
 	_ = in.store.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM notification_targets WHERE status = 'done'`).Scan(&doneCount)
 	if doneCount != 1 {
-		t.Errorf("done targets = %d, want 1 (the one-shot)", doneCount)
+		t.Errorf("done targets stored = %d, want 1 (the one-shot)", doneCount)
 	}
 }
 
@@ -350,4 +367,31 @@ func TestGracefulShutdownReleasesLock(t *testing.T) {
 		t.Fatal("another replica cannot take the lock right after a graceful stop")
 	}
 	b.leader.Release(context.Background())
+}
+
+// TestRunningSchedulerSettlesOneShots: a running scheduler claims and
+// publishes due one-shots, then settles their stored status to done off
+// the claim's path (its housekeeping, once no tick is claiming).
+func TestRunningSchedulerSettlesOneShots(t *testing.T) {
+	t.Parallel()
+	const n = 3000
+	e := newEnv(t, 3)
+	in := e.instance(t, instanceOpts{claimBatch: 500})
+	createDue(t, in.store, n, 100, time.Now().Add(-time.Second), "")
+	stop := in.run(t)
+	defer func() {
+		if err := stop(); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	testkit.Eventually(t, 30*time.Second, func() error {
+		var stored int
+		if err := in.store.DB().QueryRow(`SELECT COUNT(*) FROM notification_targets WHERE status = 'done'`).Scan(&stored); err != nil {
+			return err
+		}
+		if published, settled := value(in.metrics.Published), value(in.metrics.Settled); published != n || settled != n || stored != n {
+			return testkit.Errorf("published %v, settled %v, stored done %d; want %d each", published, settled, stored, n)
+		}
+		return nil
+	})
 }

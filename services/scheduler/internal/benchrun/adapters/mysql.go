@@ -366,8 +366,8 @@ func (s *Store) CreateTargets(ctx context.Context, spec TargetSpec, dueAt time.T
 	}
 	// Queue them for the scheduler's claim (its due queue, target_due),
 	// at their final due time.
-	if _, err := tx.ExecContext(ctx, `INSERT INTO target_due (next_run_at, target_id)
-		SELECT next_run_at, id FROM notification_targets WHERE id BETWEEN ? AND ? AND run_id = ? AND status = 'active'
+	if _, err := tx.ExecContext(ctx, `INSERT INTO target_due (next_run_at, target_id, one_shot, run_id)
+		SELECT next_run_at, id, 1, run_id FROM notification_targets WHERE id BETWEEN ? AND ? AND run_id = ? AND status = 'active'
 		ON DUPLICATE KEY UPDATE target_id = target_due.target_id`,
 		out.Range.MinID, out.Range.MaxID, spec.RunID); err != nil {
 		return out, fmt.Errorf("create benchmark targets: queue them: %w", err)
@@ -471,7 +471,31 @@ func (s *Store) ReportData(ctx context.Context, rng domain.TargetRange) (outboxR
 	return outboxRows, lastOutboxAt, rows, nil
 }
 
-// DeleteRunRows deletes the run's targets, outbox rows and the sink's rows,
+// dequeueRun deletes the due-queue entries of the run's targets still
+// queued (a run cancelled before its due time), found through their
+// targets, 10,000 target ids per statement.
+func (s *Store) dequeueRun(ctx context.Context, rng domain.TargetRange) error {
+	const q = `DELETE d FROM target_due d JOIN notification_targets t ON d.next_run_at = t.next_run_at AND d.target_id = t.id
+		WHERE t.run_id = ?`
+	run := func(extra string, args ...any) error {
+		_, err := s.db.ExecContext(ctx, q+extra, append([]any{rng.RunID}, args...)...)
+		if err != nil && !isMySQLError(err, errNoSuchTable) {
+			return fmt.Errorf("delete benchmark targets' queue entries: %w", err)
+		}
+		return nil
+	}
+	if rng.MaxID == 0 {
+		return run("")
+	}
+	for lo := rng.MinID; lo <= rng.MaxID; lo += deleteChunkRows {
+		if err := run(` AND t.id BETWEEN ? AND ?`, lo, min(lo+deleteChunkRows-1, rng.MaxID)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DeleteRunRows deletes the run's due-queue entries, targets, outbox rows and the sink's rows,
 // 10,000 rows per statement. The outbox row at the relay cursor is kept
 // (as the relay's own purge does) so the outbox's auto-increment can never
 // fall back below the cursor. Rows the pipeline writes afterwards (records
@@ -481,6 +505,9 @@ func (s *Store) DeleteRunRows(ctx context.Context, rng domain.TargetRange) error
 		what string
 		q    string
 		args []any
+	}
+	if err := s.dequeueRun(ctx, rng); err != nil {
+		return err
 	}
 	stmts := []stmt{{"targets", `DELETE FROM notification_targets WHERE run_id = ? LIMIT ?`, []any{rng.RunID}}}
 	if rng.MaxID > 0 { // without a range there are no outbox rows either

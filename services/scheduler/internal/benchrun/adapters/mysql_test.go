@@ -308,3 +308,37 @@ func TestRunLifecycle(t *testing.T) {
 		t.Fatalf("get unknown: %v", err)
 	}
 }
+
+// TestDeleteRunRowsDequeuesUnclaimedTargets: the targets of a run deleted
+// before they came due leave no due-queue entry behind (the claim would
+// otherwise fire them from the entry), and another run's entries stay.
+func TestDeleteRunRowsDequeuesUnclaimedTargets(t *testing.T) {
+	t.Parallel()
+	sched, store := open(t)
+	ctx := context.Background()
+	due := time.Now().UTC().Add(time.Hour).Truncate(time.Microsecond)
+	if _, err := store.CreateTargets(ctx, spec("other", 3, 3), due, keep(due)); err != nil {
+		t.Fatal(err)
+	}
+	created, err := store.CreateTargets(ctx, spec("run-d", 25_000, 100), due, keep(due))
+	if err != nil {
+		t.Fatal(err)
+	}
+	queued := func() (run, other int) {
+		t.Helper()
+		if err := sched.DB().QueryRowContext(ctx, `SELECT COALESCE(SUM(run_id = 'run-d'), 0), COALESCE(SUM(run_id = 'other'), 0)
+			FROM target_due WHERE one_shot = 1`).Scan(&run, &other); err != nil {
+			t.Fatal(err)
+		}
+		return run, other
+	}
+	if run, other := queued(); run != 25_000 || other != 3 {
+		t.Fatalf("queued before: run %d other %d", run, other)
+	}
+	if err := store.DeleteRunRows(ctx, created.Range); err != nil {
+		t.Fatal(err)
+	}
+	if run, other := queued(); run != 0 || other != 3 {
+		t.Fatalf("queued after deleting the run: run %d other %d; want 0 and 3", run, other)
+	}
+}
