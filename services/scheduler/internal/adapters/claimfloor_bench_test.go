@@ -16,7 +16,9 @@ import (
 // with the bare SQL a claim cannot do without, on two schemas:
 //
 //   - store: MySQLStore.BeginClaim + Finish with the cursor, as a scan does
-//     on one connection (the scheduler overlaps two).
+//     on one connection (the scheduler overlaps two). Since schema 5 it
+//     fires one-shots from their queue entries alone, less work than
+//     either bare-SQL run below (no target read or update).
 //   - due-index: the schema before version 4, statements alone, no Go
 //     planning: locking read of a (status, next_run_at, id) index of the
 //     targets with a cursor, one UPDATE to done (which moves each target's
