@@ -205,8 +205,19 @@ func TestClaimOneShotsAndRelayQueries(t *testing.T) {
 // TestDuplicateOccurrenceIsImpossible simulates a second scanner that
 // claims the same occurrence (e.g. a paused lock holder acting on an old
 // snapshot): the unique key keeps one outbox row.
+// Both claim paths: the entry alone (one_shot = 1) and through the target
+// (one_shot = 0).
 func TestDuplicateOccurrenceIsImpossible(t *testing.T) {
 	t.Parallel()
+	for _, oneShotEntry := range []bool{true, false} {
+		t.Run(fmt.Sprintf("one_shot=%v", oneShotEntry), func(t *testing.T) {
+			t.Parallel()
+			duplicateOccurrence(t, oneShotEntry)
+		})
+	}
+}
+
+func duplicateOccurrence(t *testing.T, oneShotEntry bool) {
 	s := openStore(t)
 	ctx := context.Background()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -222,7 +233,7 @@ func TestDuplicateOccurrenceIsImpossible(t *testing.T) {
 	if _, err := s.DB().ExecContext(ctx, `UPDATE notification_targets SET status = 'active' WHERE id = ?`, ids[0]); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.DB().ExecContext(ctx, `INSERT INTO target_due (next_run_at, target_id) VALUES (?, ?)`, now, ids[0]); err != nil {
+	if _, err := s.DB().ExecContext(ctx, `INSERT INTO target_due (next_run_at, target_id, one_shot) VALUES (?, ?, ?)`, now, ids[0], oneShotEntry); err != nil {
 		t.Fatal(err)
 	}
 	// A new target in the same batch: its row is written, the duplicate's

@@ -101,9 +101,10 @@ func TestPauseWaitsForAOneShotsClaim(t *testing.T) {
 	if err != nil || claim == nil || claim.Targets() != 2 {
 		t.Fatalf("begin claim: %v, %v", claim, err)
 	}
+	defer claim.Rollback() // a no-op after Finish; else it frees the waiting pause
 	paused := make(chan error, 1)
 	go func() { paused <- pause(ids[0]) }()
-	waitForQuery(t, s, `%FROM target_due WHERE next_run_at = % FOR UPDATE%`)
+	waitForLockWait(t, s, `%FROM target_due WHERE next_run_at = % FOR UPDATE%`)
 	if _, err := claim.Finish(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -150,23 +151,25 @@ func TestPauseWaitsForAOneShotsClaim(t *testing.T) {
 	}
 }
 
-// waitForQuery waits until a connection of this test's user runs a
-// statement LIKE pattern (in information_schema.PROCESSLIST).
-func waitForQuery(t *testing.T, s *MySQLStore, pattern string) {
+// waitForLockWait waits until a statement LIKE pattern has run for a
+// second or more on this test's database (information_schema.PROCESSLIST):
+// a primary-key read that long is waiting for a lock. (INNODB_TRX does not
+// always list a read that waits while the optimizer reads a const row.)
+func waitForLockWait(t *testing.T, s *MySQLStore, pattern string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(15 * time.Second)
 	for {
 		var n int
-		if err := s.DB().QueryRow(`SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE ? AND DB = DATABASE() AND ID <> CONNECTION_ID()`,
-			pattern).Scan(&n); err != nil {
+		if err := s.DB().QueryRow(`SELECT COUNT(*) FROM information_schema.PROCESSLIST
+			WHERE DB = DATABASE() AND ID <> CONNECTION_ID() AND INFO LIKE ? AND TIME >= 1`, pattern).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		if n > 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no statement like %q within 10s", pattern)
+			t.Fatalf("no statement like %q waiting within 15s", pattern)
 		}
-		time.Sleep(5 * time.Millisecond) // polling the server's process list
+		time.Sleep(20 * time.Millisecond) // polling the server's process list
 	}
 }

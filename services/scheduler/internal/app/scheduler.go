@@ -310,21 +310,20 @@ func (s *Scheduler) relayLoop(ctx context.Context) {
 	}
 }
 
-// housekeep settles claimed one-shots while no tick is claiming, deletes
-// published rows older than the retention and samples the backlog, at most
-// every housekeepEvery.
+// housekeep settles claimed one-shots whenever no tick is claiming and no
+// relay pass is pending, and at
+// most every housekeepEvery deletes published rows older than the
+// retention and samples the backlog.
 func (s *Scheduler) housekeep(ctx context.Context) {
 	s.houseMu.Lock()
 	defer s.houseMu.Unlock()
-	if time.Since(s.lastHouse) < s.opts.housekeepEvery {
-		return
-	}
-	s.lastHouse = time.Now()
-	const chunk = 10000
-	// Settling is the claim's deferred work: it yields to a scan between
-	// chunks, so a flood is claimed first and settled after.
-	for ctx.Err() == nil && !s.scanning.Load() {
-		n, more, err := s.house.SettleOneShots(ctx, chunk)
+	const chunk, settleChunk = 10000, 5000
+	// Settling is the claim's deferred work: between chunks it yields to a
+	// scan and to a pending relay pass, so a flood is claimed and published
+	// first and settled after. With nothing to settle it costs a few small
+	// reads.
+	for ctx.Err() == nil && !s.scanning.Load() && len(s.wake) == 0 {
+		n, more, err := s.house.SettleOneShots(ctx, settleChunk)
 		s.m.Settled.Add(float64(n))
 		if err != nil {
 			if ctx.Err() == nil {
@@ -336,6 +335,10 @@ func (s *Scheduler) housekeep(ctx context.Context) {
 			break
 		}
 	}
+	if time.Since(s.lastHouse) < s.opts.housekeepEvery {
+		return
+	}
+	s.lastHouse = time.Now()
 	before := s.now().Add(-s.opts.Retention)
 	for ctx.Err() == nil {
 		n, err := s.house.PurgePublished(ctx, before, chunk)

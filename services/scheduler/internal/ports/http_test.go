@@ -274,13 +274,20 @@ func TestTargetLifecycle(t *testing.T) {
 	if once.DueAt == nil || !once.DueAt.Equal(time.Date(2026, 3, 8, 8, 0, 0, 0, time.UTC)) || string(once.Params) != `{}` {
 		t.Fatalf("one-shot: %s", r.body)
 	}
-	if _, err := s.store.DB().Exec(`UPDATE notification_targets SET status = 'done' WHERE id = ?`, once.ID); err != nil {
-		t.Fatal(err)
-	}
-	for _, action := range []string{"pause", "resume"} {
-		r := s.call(t, "POST", fmt.Sprintf("/v1/targets/%d/%s", once.ID, action), "")
-		if r.code != 409 || r.errMsg() != "cannot "+action+" a target that is done" {
-			t.Errorf("%s a done target: %d %s", action, r.code, r.body)
+	// Fired: a claim took its queue entry (the stored status is settled
+	// later); then settled as well.
+	for _, q := range []string{`DELETE FROM target_due WHERE target_id = ?`, `UPDATE notification_targets SET status = 'done' WHERE id = ?`} {
+		if _, err := s.store.DB().Exec(q, once.ID); err != nil {
+			t.Fatal(err)
+		}
+		if r := s.call(t, "GET", fmt.Sprintf("/v1/targets/%d", once.ID), ""); r.code != 200 || decodeTarget(t, r).Status != "done" {
+			t.Errorf("get a fired one-shot: %d %s", r.code, r.body)
+		}
+		for _, action := range []string{"pause", "resume"} {
+			r := s.call(t, "POST", fmt.Sprintf("/v1/targets/%d/%s", once.ID, action), "")
+			if r.code != 409 || r.errMsg() != "cannot "+action+" a target that is done" {
+				t.Errorf("%s a done target: %d %s", action, r.code, r.body)
+			}
 		}
 	}
 
