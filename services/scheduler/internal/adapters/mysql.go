@@ -118,14 +118,19 @@ type targetRow struct {
 
 func (targetRow) TableName() string { return "notification_targets" }
 
-// withFired selects a target with its Fired flag. A one-shot's claim
-// deletes its queue entry without touching the target (see BeginClaim);
-// until SettleOneShots stores "done", this is how reads tell.
+// fired is the SQL condition that target row t (a table name or alias)
+// is a one-shot that fired but is not settled yet: stored active, without
+// a due-queue entry. A one-shot's claim deletes its entry without touching
+// the target (see BeginClaim).
+func fired(t string) string {
+	return `(` + t + `.schedule_kind = 'once' AND ` + t + `.status = 'active'
+		AND NOT EXISTS (SELECT 1 FROM target_due d WHERE d.next_run_at = ` + t + `.next_run_at AND d.target_id = ` + t + `.id))`
+}
+
+// withFired selects a target with its Fired flag: until SettleOneShots
+// stores "done", this is how reads tell.
 func withFired(db *gorm.DB) *gorm.DB {
-	return db.Select(`notification_targets.*, (notification_targets.schedule_kind = 'once'
-		AND notification_targets.status = 'active'
-		AND NOT EXISTS (SELECT 1 FROM target_due d
-			WHERE d.next_run_at = notification_targets.next_run_at AND d.target_id = notification_targets.id)) AS fired`)
+	return db.Select(`notification_targets.*, ` + fired("notification_targets") + ` AS fired`)
 }
 
 // toDomain rebuilds a target; the error says that its stored schedule no
@@ -218,6 +223,12 @@ type dueEntry struct {
 // t.NextRunAt.
 func queueEntry(t domain.Target, id int64) dueEntry {
 	return dueEntry{at: t.NextRunAt, id: id, oneShot: t.Schedule.Kind() == domain.KindOnce, runID: t.RunID}
+}
+
+// queueEntry is the due-queue entry of the stored target, due at its
+// next_run_at.
+func (r *targetRow) queueEntry() dueEntry {
+	return dueEntry{at: r.NextRunAt, id: r.ID, oneShot: r.ScheduleKind == string(domain.KindOnce), runID: r.RunID.String}
 }
 
 // sqlExecer is what enqueueDue needs of a transaction.

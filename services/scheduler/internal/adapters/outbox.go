@@ -141,8 +141,7 @@ func (c *Claim) begin(ctx context.Context, limit int, planner domain.Planner, fr
 			continue
 		}
 		if !r.NextRunAt.Equal(e.at) && r.NextRunAt.After(c.now) {
-			requeue = append(requeue, dueEntry{at: r.NextRunAt, id: r.ID,
-				oneShot: r.ScheduleKind == string(domain.KindOnce), runID: r.RunID.String})
+			requeue = append(requeue, r.queueEntry())
 			continue
 		}
 		t, err := c.s.toDomain(r)
@@ -595,9 +594,7 @@ func (s *MySQLStore) SettleOneShots(ctx context.Context, limit int) (settled int
 func (s *MySQLStore) unsettled(ctx context.Context, from, hi uint64) (map[time.Time][]any, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT o.target_id, o.created_at FROM outbox o
 		JOIN notification_targets t ON t.id = o.target_id
-		WHERE o.id > ? AND o.id <= ? AND t.schedule_kind = 'once' AND t.status = 'active'
-			AND t.next_run_at = o.occurrence_at
-			AND NOT EXISTS (SELECT 1 FROM target_due d WHERE d.next_run_at = t.next_run_at AND d.target_id = t.id)`, from, hi)
+		WHERE o.id > ? AND o.id <= ? AND t.next_run_at = o.occurrence_at AND `+fired("t"), from, hi)
 	if err != nil {
 		return nil, fmt.Errorf("settle one-shots: read outbox rows %d..%d: %w", from+1, hi, err)
 	}
