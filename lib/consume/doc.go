@@ -30,10 +30,15 @@
 // Errors. A handler error is retried with exponential backoff and jitter up
 // to MaxAttempts; then the record goes to the dead-letter topic with its
 // reason and counts as done. An error wrapped with Permanent skips the
-// retries. A value the Decoder rejects never reaches the handler: it is dead
-// lettered at once. Tombstones (nil values) are skipped and counted. A record
-// is only marked done once its dead letter has been acknowledged, so nothing
-// disappears without a trace.
+// retries. A handler that panics (per-record or batch, on a worker or on
+// a fetcher) is recovered: a panic is a bug that would recur on every
+// attempt and on every member, so its records are dead lettered at once
+// with ErrPanic and the panic's value as the reason, the stack is logged,
+// handler_panics_total counts it, and the consumer moves on. A value the
+// Decoder rejects never reaches the handler: it is dead lettered at once.
+// Tombstones (nil values) are skipped and counted. A record is only marked
+// done once its dead letter has been acknowledged, so nothing disappears
+// without a trace.
 //
 // Backpressure. At most MaxInFlight records per process and
 // MaxInFlightPerPartition per partition exist between fetch and completion;

@@ -16,6 +16,7 @@ type metrics struct {
 	committedOffset, lag                                *prometheus.GaugeVec
 	rebalances                                          *prometheus.CounterVec
 	takeovers                                           *prometheus.CounterVec
+	panics                                              *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -47,6 +48,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		rebalances:      counter("rebalances_total", "Generations joined.", "group"),
 		takeovers: counter("fetch_takeovers_total",
 			"Records run on the fetching goroutine (short handlers) that took longer than 5 ms, so that another goroutine took over the partition's fetching.", "group"),
+		panics: counter("handler_panics_total", "Handler calls (a record, or a batch) that panicked; their records are dead lettered.", "group"),
 	}
 }
 

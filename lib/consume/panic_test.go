@@ -1,9 +1,12 @@
 package consume
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -33,6 +36,25 @@ func metricValue(reg prometheus.Gatherer, name string) (float64, error) {
 		return sum, nil
 	}
 	return 0, fmt.Errorf("no metric %s", name)
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent use, for a logger's
+// output.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // readDeadLetters reads n records from the single partition of topic.
@@ -89,6 +111,8 @@ func TestHandlerPanicIsDeadLettered(t *testing.T) {
 			cfg := baseConfig(t, brokers, topic)
 			cfg.DLQ = kafkax.NewDeadLetter(w, dlqTopic, "test-svc")
 			cfg.Registerer = reg
+			var logs lockedBuffer
+			cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 			cfg.InlineBelow = tt.inlineBelow
 			cfg.BatchSize, cfg.BatchIdle = 8, 50*time.Millisecond
 			badKey := "k" + strconv.Itoa(bad)
@@ -164,6 +188,11 @@ func TestHandlerPanicIsDeadLettered(t *testing.T) {
 			if !foundBad {
 				t.Errorf("the panicking record %s is not on the dead-letter topic", badKey)
 			}
+			// The stack is in the log, down to the handler's panic.
+			if l := logs.String(); !contains(l, "handler panicked") || !contains(l, "panic_test.go") {
+				t.Errorf("no panic with its stack in the log:\n%s", l)
+			}
+			t.Logf("%d record(s) dead lettered", notHandled)
 			if got, err := metricValue(reg, "notiflow_consumer_handler_panics_total"); err != nil || got != 1 {
 				t.Errorf("handler_panics_total = %v (%v), want 1", got, err)
 			}
