@@ -195,6 +195,10 @@ type partition struct {
 	inFlight  *gate
 	committed int64 // touched only by the commit path
 	hwm       atomic.Int64
+	// window bounds tr's window (Config.MaxUncommittedPerPartition): a
+	// place per fetched record, given back as records leave the window
+	// (complete).
+	window *gate
 	// nConsumed and nProcessed count records cheaply on the hot path;
 	// the committer moves them into the Prometheus counters (flushCounts).
 	nConsumed, nProcessed atomic.Int64
@@ -371,6 +375,7 @@ func (c *Consumer[T]) runGeneration(ctx, gctx context.Context, gen *kafka.Genera
 	for _, p := range g.parts {
 		c.m.lag.DeleteLabelValues(c.cfg.GroupID, p.topic, strconv.Itoa(p.id))
 		c.m.committedOffset.DeleteLabelValues(c.cfg.GroupID, p.topic, strconv.Itoa(p.id))
+		c.m.uncommitted.DeleteLabelValues(c.cfg.GroupID, p.topic, strconv.Itoa(p.id))
 	}
 	log.Info("generation ended")
 }
@@ -381,6 +386,7 @@ func (c *Consumer[T]) newPartition(topic string, a kafka.PartitionAssignment) *p
 		topic: topic, id: a.ID, name: topic + "/" + strconv.Itoa(a.ID),
 		tr:           newTracker(a.Offset),
 		inFlight:     newGate(c.cfg.MaxInFlightPerPartition),
+		window:       newGate(c.cfg.MaxUncommittedPerPartition),
 		committed:    a.Offset,
 		consumed:     c.m.consumed.WithLabelValues(group, topic),
 		processed:    c.m.processed.WithLabelValues(group, topic),
@@ -463,11 +469,18 @@ func (g *generation[T]) fetch(ctx context.Context, p *partition) {
 			continue
 		}
 		attempt = 1
+		// The window first: a partition paused behind an unfinished
+		// record holds no in-flight place meanwhile.
+		if !p.window.take(ctx) {
+			return
+		}
 		if !p.inFlight.take(ctx) {
+			p.window.give()
 			return
 		}
 		if !c.inFlight.take(ctx) {
 			p.inFlight.give()
+			p.window.give()
 			return
 		}
 		p.tr.add(msg.Offset)
@@ -552,7 +565,9 @@ func (g *generation[T]) release(j *job[T]) {
 
 // complete marks j done so its offset may be committed.
 func (g *generation[T]) complete(j *job[T]) {
-	j.part.tr.done(j.rec.Msg.Offset)
+	if n := j.part.tr.done(j.rec.Msg.Offset); n > 0 {
+		j.part.window.giveN(n)
+	}
 	g.release(j)
 }
 
@@ -709,6 +724,7 @@ func (g *generation[T]) commit() error {
 		if hwm := p.hwm.Load(); hwm > 0 && ok {
 			g.c.m.lag.WithLabelValues(group, p.topic, strconv.Itoa(p.id)).Set(float64(max(hwm-off, 0)))
 		}
+		g.c.m.uncommitted.WithLabelValues(group, p.topic, strconv.Itoa(p.id)).Set(float64(p.tr.size()))
 		if !ok || off <= p.committed {
 			continue
 		}

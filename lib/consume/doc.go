@@ -45,6 +45,15 @@
 // when either bound is reached the partition reader stops being drained, its
 // small prefetch queue fills and fetching pauses, whatever the lag.
 //
+// Redelivery bound. A partition's window, the records from its lowest
+// unfinished offset to its fetch position (finished or not), is what a
+// crash redelivers: none of it can be committed. It holds at most
+// MaxUncommittedPerPartition records: when it is full, fetching of that
+// partition pauses until the record at its start finishes (or is dead
+// lettered), so one stuck record stalls its own partition after that many
+// records instead of growing the bookkeeping and the redelivery without
+// bound. The uncommitted gauge shows each partition's window.
+//
 // Cost per record. The hot path takes no channel operation for the
 // in-flight bounds (atomic gates), recycles its bookkeeping (a record
 // handed to a handler is the runtime's again once the handler returns),
