@@ -54,8 +54,9 @@ func (f HandlerFunc[T]) Handle(ctx context.Context, rec *Record[T]) error { retu
 // BatchHandler handles a batch of records, possibly from several partitions.
 // Returning nil marks every record of the batch done; an error retries the
 // whole batch; a panic is recovered and dead letters the whole batch at
-// once (see ErrPanic). It must return promptly once ctx ends. The records belong
-// to the runtime again once HandleBatch returns: never keep the pointers.
+// once (see ErrPanic). It must return promptly once ctx ends. The records
+// belong to the runtime again once HandleBatch returns: never keep the
+// pointers.
 type BatchHandler[T any] interface {
 	HandleBatch(ctx context.Context, recs []*Record[T]) error
 }
