@@ -46,8 +46,9 @@
 // small prefetch queue fills and fetching pauses, whatever the lag.
 //
 // Redelivery bound. A partition's window, the records from its lowest
-// unfinished offset to its fetch position (finished or not), is what a
-// crash redelivers: none of it can be committed. It holds at most
+// unfinished offset to its fetch position (finished or not), cannot be
+// committed: a crash redelivers it, with whatever left it since the last
+// commit (about one CommitInterval's worth). It holds at most
 // MaxUncommittedPerPartition records: when it is full, fetching of that
 // partition pauses until the record at its start finishes (or is dead
 // lettered), so one stuck record stalls its own partition after that many
