@@ -36,6 +36,7 @@ const (
 	DefaultRedisPipelines   = 2
 	DefaultRedisTimeout     = 2 * time.Second
 	DefaultRateWindow       = time.Minute
+	DefaultRateLimitPolicy  = "defer"
 	DefaultWebhookBackoff   = 200 * time.Millisecond
 	DefaultWebhookBackoffUp = 10 * time.Second
 )
@@ -84,6 +85,10 @@ type Config struct {
 	// 0 turns rate limiting off.
 	RateLimit  int           `env:"NOTIFLOW_RATE_LIMIT" default:"0"`
 	RateWindow time.Duration `env:"NOTIFLOW_RATE_WINDOW" default:"1m"`
+	// RateLimitPolicy is what happens to a notification over the limit:
+	// "defer" sends it once the recipient's window allows, "drop" records
+	// it RATE_LIMITED and never sends it.
+	RateLimitPolicy string `env:"NOTIFLOW_RATE_LIMIT_POLICY" default:"defer"`
 
 	// TemplatesFile is a JSON object {"template id": "text/template text"}
 	// adding to or overriding the built-in templates.
