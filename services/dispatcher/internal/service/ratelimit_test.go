@@ -137,6 +137,9 @@ func TestRateLimitDeferredWaitEndsOnShutdown(t *testing.T) {
 	if stopped, opens := time.Now(), start.Add(window); !stopped.Before(opens) {
 		t.Fatalf("shutdown returned at %s, after the window opened at %s: the wait did not end with the drain", stopped, opens)
 	}
+	if n := metricSum(t, s, "notiflow_dispatcher_rate_deferred_waiting"); n != 0 {
+		t.Fatalf("rate_deferred_waiting = %v after the shutdown, want 0", n)
+	}
 	// Results and dead letters are acknowledged before Run returns.
 	for _, tt := range []struct {
 		topic      string
