@@ -126,15 +126,35 @@ var scenarios = []scenario{
 
 // loads overrides the recipients and spread of a scenario's targets.
 var loads = map[int]struct {
-	recipients int
+	recipients []string
 	spread     time.Duration
 }{
-	// Scenario 11: 12 recipients, four of which (r00000 to r00011 under
-	// murmur2 over 12 partitions) share partition 5, so that a relay batch
-	// of 5,000 rows holds about 1,670 of that partition, over kafka-go's
-	// 1,000-record writer batch; all due within the same second, so that
-	// the claims fill the outbox in one burst.
-	11: {recipients: 12, spread: time.Second},
+	// Scenario 11: 100 recipients, 60 of them on partition 0, so that a
+	// relay batch of 5,000 rows holds about 3,000 of that partition (three
+	// of kafka-go's 1,000-record writer batches) while each recipient has
+	// 200 notifications; all due within the same second, so that the claims
+	// fill the outbox in one burst.
+	11: {recipients: hotRecipients(60, 40), spread: time.Second},
+}
+
+// hotRecipients returns hot recipient ids that murmur2 maps to partition 0
+// of the scenario topics, then cold ids that it maps to other partitions.
+func hotRecipients(hot, cold int) []string {
+	parts := make([]int, topicPartitions)
+	for i := range parts {
+		parts[i] = i
+	}
+	var hots, colds []string
+	for i := 0; len(hots) < hot || len(colds) < cold; i++ {
+		id := recipientID(i)
+		switch p := (kafka.Murmur2Balancer{}).Balance(kafka.Message{Key: []byte(id)}, parts...); {
+		case p == 0 && len(hots) < hot:
+			hots = append(hots, id)
+		case p != 0 && len(colds) < cold:
+			colds = append(colds, id)
+		}
+	}
+	return append(hots, colds...)
 }
 
 // schedulerSum adds up a counter over the running schedulers.
@@ -187,7 +207,7 @@ func TestChaos(t *testing.T) {
 			w := newWorld(t, strings.ReplaceAll(sc.name, "-", "_"), sc.layout)
 			rcpts, sp := recipients, spread
 			if l, ok := loads[sc.id]; ok {
-				rcpts, sp = l.recipients, l.spread
+				w.names, rcpts, sp = l.recipients, len(l.recipients), l.spread
 			}
 			w.createTargets(notifications, rcpts, lead, sp)
 			dlq := sc.inject(t, w)
