@@ -104,10 +104,10 @@ var scenarios = []scenario{
 		return nil
 	}},
 	{11, "hot-partition-kafka-restarted", layout{2, 2}, func(t *testing.T, w *world) map[string]string {
-		// The broker goes down while the relay publishes the first rows of
-		// the burst; the rest piles up in the outbox and is published, in
-		// relay batches holding more than one writer batch per partition,
-		// while the broker comes back.
+		// The broker is stopped as the burst reaches the outbox: relay
+		// passes fail while it stops and is down, the burst piles up in the
+		// outbox and is published, in relay batches holding several writer
+		// batches of the hot partition, while the broker comes back.
 		must(t, w.waitOutbox(0.05, 2*time.Minute))
 		published := w.schedulerSum("notiflow_scheduler_published_total")
 		w.outage("kafka", 0)
