@@ -171,3 +171,64 @@ func TestAdvanceDSTFallBack(t *testing.T) {
 		t.Fatalf("next run %v, want %v", a.NextRunAt, want)
 	}
 }
+
+// TestScheduleDSTOracle compares Next with a minute-by-minute reading of
+// the rule on days around transitions, in zones with one-hour, half-hour
+// and midnight transitions. The oracle steps through real minutes:
+// an interval slot fires at each minute whose wall clock matches; a fixed
+// slot w fires at the first minute at which the highest wall clock shown
+// so far reaches w.
+func TestScheduleDSTOracle(t *testing.T) {
+	t.Parallel()
+	windows := []struct {
+		zone string
+		from string
+	}{
+		{"America/New_York", "2026-03-07T12:00:00Z"},
+		{"America/New_York", "2026-10-31T12:00:00Z"},
+		{"Europe/Berlin", "2026-03-28T12:00:00Z"},
+		{"Europe/Berlin", "2026-10-24T12:00:00Z"},
+		{"Australia/Sydney", "2026-04-04T00:00:00Z"},
+		{"Australia/Sydney", "2026-10-03T00:00:00Z"},
+		{"Australia/Lord_Howe", "2026-04-04T00:00:00Z"},
+		{"Australia/Lord_Howe", "2026-10-03T00:00:00Z"},
+		{"America/Santiago", "2026-04-04T12:00:00Z"},
+		{"America/Santiago", "2026-09-05T12:00:00Z"},
+	}
+	exprs := []string{"30 1 * * *", "15 2 * * *", "0,30 2,3 * * *", "0 0 * * *", "45 23 * * *",
+		"*/15 * * * *", "30 * * * *", "*/20 1-3 * * *"}
+	for _, win := range windows {
+		for _, expr := range exprs {
+			t.Run(win.zone+" "+win.from+" "+expr, func(t *testing.T) {
+				t.Parallel()
+				s := mustCron(t, expr, win.zone)
+				matches := func(w time.Time) bool { return s.spec.Next(w.Add(-time.Second)).Equal(w) }
+				from := utc(win.from)
+				var want []time.Time
+				high := wallClock(from.In(s.loc))
+				for i := from.Add(time.Minute); i.Before(from.Add(36 * time.Hour)); i = i.Add(time.Minute) {
+					w := wallClock(i.In(s.loc))
+					if s.fixed {
+						if w.After(high) {
+							if n := s.spec.Next(high); !n.After(w) {
+								want = append(want, i)
+							}
+							high = w
+						}
+					} else if matches(w) {
+						want = append(want, i)
+					}
+				}
+				if len(want) == 0 {
+					t.Fatal("the oracle found no slot")
+				}
+				got := nextN(s, from, len(want))
+				for i := range want {
+					if i >= len(got) || !got[i].Equal(want[i]) {
+						t.Fatalf("slot %d: got %v, want %v", i, got, want)
+					}
+				}
+			})
+		}
+	}
+}
