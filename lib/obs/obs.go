@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/notiflow/notiflow/lib/config"
 )
 
 // NewLogger returns a JSON logger writing to w at the given level ("debug",
@@ -45,13 +47,20 @@ type Check func(ctx context.Context) error
 // Health is a service's liveness and readiness state. It is safe for
 // concurrent use.
 type Health struct {
+	log      *slog.Logger
 	mu       sync.RWMutex
 	checks   map[string]Check
 	draining atomic.Bool
 }
 
-// NewHealth returns a Health with no checks, ready and not draining.
-func NewHealth() *Health { return &Health{checks: map[string]Check{}} }
+// NewHealth returns a Health with no checks, ready and not draining, that
+// logs failing checks to log (nil: slog.Default()).
+func NewHealth(log *slog.Logger) *Health {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Health{log: log, checks: map[string]Check{}}
+}
 
 // AddCheck registers a readiness check under name, replacing any earlier one.
 func (h *Health) AddCheck(name string, c Check) {
@@ -111,20 +120,59 @@ func Mux(h *Health, reg *prometheus.Registry) *http.ServeMux {
 	return mux
 }
 
+// Defaults of ServerConfig, as named constants for code that builds one by
+// hand; the `default` tags say the same.
+const (
+	DefaultReadTimeout  = 30 * time.Second
+	DefaultWriteTimeout = 2 * time.Minute
+	DefaultIdleTimeout  = 2 * time.Minute
+)
+
+// ServerConfig is the HTTP server part of every service's configuration.
+type ServerConfig struct {
+	ReadTimeout  time.Duration `env:"NOTIFLOW_HTTP_READ_TIMEOUT" default:"30s"`
+	WriteTimeout time.Duration `env:"NOTIFLOW_HTTP_WRITE_TIMEOUT" default:"2m"`
+	IdleTimeout  time.Duration `env:"NOTIFLOW_HTTP_IDLE_TIMEOUT" default:"2m"`
+}
+
+// Validate reports the settings that cannot work, naming their variables.
+func (c ServerConfig) Validate() error {
+	var errs []error
+	for _, v := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"NOTIFLOW_HTTP_READ_TIMEOUT", c.ReadTimeout},
+		{"NOTIFLOW_HTTP_WRITE_TIMEOUT", c.WriteTimeout},
+		{"NOTIFLOW_HTTP_IDLE_TIMEOUT", c.IdleTimeout},
+	} {
+		if v.d < time.Second {
+			errs = append(errs, config.Errorf(v.name, "must be at least 1s, got %s", v.d))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// LogValue shows the timeouts in a log line.
+func (c ServerConfig) LogValue() slog.Value {
+	return slog.GroupValue(slog.Duration("read_timeout", c.ReadTimeout),
+		slog.Duration("write_timeout", c.WriteTimeout), slog.Duration("idle_timeout", c.IdleTimeout))
+}
+
 // Serve listens on addr and serves handler until ctx ends, then shuts down,
 // giving in-flight requests up to grace to finish. The listener is bound
 // before Serve returns an error for a bad address, so callers learn of a
 // busy port at once.
-func Serve(ctx context.Context, addr string, handler http.Handler, grace time.Duration) error {
+func Serve(ctx context.Context, addr string, handler http.Handler, cfg ServerConfig, grace time.Duration) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
-	return ServeListener(ctx, ln, handler, grace)
+	return ServeListener(ctx, ln, handler, cfg, grace)
 }
 
 // ServeListener is Serve on an already bound listener.
-func ServeListener(ctx context.Context, ln net.Listener, handler http.Handler, grace time.Duration) error {
+func ServeListener(ctx context.Context, ln net.Listener, handler http.Handler, cfg ServerConfig, grace time.Duration) error {
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

