@@ -232,6 +232,7 @@ func (s *Service) Run(ctx context.Context, ln net.Listener) error {
 	g.Go(func() error { return s.batcher.Run(batchCtx) })
 	g.Go(func() error { return s.results.Run(batchCtx) })
 	g.Go(func() error { return s.dispatcher.Run(batchCtx) })
+	g.Go(func() error { return s.webhook.Run(batchCtx) })
 	g.Go(func() error { return obs.ServeListener(httpCtx, ln, s.mux, s.cfg.HTTP, 2*time.Second) })
 	s.log.Info("dispatcher started", "http_addr", ln.Addr().String())
 
