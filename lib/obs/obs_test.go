@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/notiflow/notiflow/lib/config"
 )
 
 // syncBuffer is a bytes.Buffer safe for a logger and a test to share.
@@ -204,5 +206,24 @@ func TestNewLoggerRejectsBadLevel(t *testing.T) {
 	t.Parallel()
 	if _, err := NewLogger(io.Discard, "x", "loud"); err == nil {
 		t.Fatal("want error for level loud")
+	}
+}
+
+func TestServerConfig(t *testing.T) {
+	t.Parallel()
+	var c ServerConfig
+	if err := config.LoadFrom(func(string) (string, bool) { return "", false }, &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.ReadTimeout != DefaultReadTimeout || c.WriteTimeout != DefaultWriteTimeout || c.IdleTimeout != DefaultIdleTimeout {
+		t.Fatalf("defaults %+v disagree with the Default constants", c)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("defaults invalid: %v", err)
+	}
+	c.ReadTimeout, c.IdleTimeout = 0, time.Millisecond
+	err := c.Validate()
+	if err == nil || !strings.Contains(err.Error(), "NOTIFLOW_HTTP_READ_TIMEOUT") || !strings.Contains(err.Error(), "NOTIFLOW_HTTP_IDLE_TIMEOUT") {
+		t.Fatalf("Validate = %v, want errors naming both variables", err)
 	}
 }
