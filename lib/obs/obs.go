@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/notiflow/notiflow/lib/config"
 )
 
 // NewLogger returns a JSON logger writing to w at the given level ("debug",
@@ -45,13 +47,23 @@ type Check func(ctx context.Context) error
 // Health is a service's liveness and readiness state. It is safe for
 // concurrent use.
 type Health struct {
+	log      *slog.Logger
 	mu       sync.RWMutex
 	checks   map[string]Check
 	draining atomic.Bool
+
+	logMu  sync.Mutex
+	failed map[string]string // check name -> error last logged
 }
 
-// NewHealth returns a Health with no checks, ready and not draining.
-func NewHealth() *Health { return &Health{checks: map[string]Check{}} }
+// NewHealth returns a Health with no checks, ready and not draining, that
+// logs failing checks to log (nil: slog.Default()).
+func NewHealth(log *slog.Logger) *Health {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Health{log: log, checks: map[string]Check{}, failed: map[string]string{}}
+}
 
 // AddCheck registers a readiness check under name, replacing any earlier one.
 func (h *Health) AddCheck(name string, c Check) {
@@ -65,18 +77,18 @@ func (h *Health) AddCheck(name string, c Check) {
 func (h *Health) SetDraining() { h.draining.Store(true) }
 
 // Ready runs every check with a short timeout and returns the failures
-// joined, or nil. It fails while draining.
+// joined, or nil. It fails while draining. A check's failure is logged when
+// it starts or its error changes, and its recovery once; a check failing
+// the same way on every probe is logged once.
 func (h *Health) Ready(ctx context.Context) error {
 	if h.draining.Load() {
-		return errors.New("draining")
+		return errDraining
 	}
 	h.mu.RLock()
 	names := make([]string, 0, len(h.checks))
-	for n := range h.checks {
-		names = append(names, n)
-	}
 	checks := make(map[string]Check, len(h.checks))
 	for n, c := range h.checks {
+		names = append(names, n)
 		checks[n] = c
 	}
 	h.mu.RUnlock()
@@ -85,15 +97,63 @@ func (h *Health) Ready(ctx context.Context) error {
 	defer cancel()
 	var errs []error
 	for _, n := range names {
-		if err := checks[n](ctx); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", n, err))
+		err := checks[n](ctx)
+		h.logChange(n, err)
+		if err != nil {
+			errs = append(errs, &CheckError{Name: n, Err: err})
 		}
 	}
 	return errors.Join(errs...)
 }
 
+var errDraining = errors.New("draining")
+
+// CheckError is one failed readiness check.
+type CheckError struct {
+	Name string
+	Err  error
+}
+
+func (e *CheckError) Error() string { return e.Name + ": " + e.Err.Error() }
+func (e *CheckError) Unwrap() error { return e.Err }
+
+// logChange logs a check's result when it differs from the last one logged.
+func (h *Health) logChange(name string, err error) {
+	h.logMu.Lock()
+	defer h.logMu.Unlock()
+	last, failing := h.failed[name]
+	switch {
+	case err == nil && failing:
+		delete(h.failed, name)
+		h.log.Info("readiness check recovered", "check", name)
+	case err != nil && (!failing || last != err.Error()):
+		h.failed[name] = err.Error()
+		h.log.Warn("readiness check failing", "check", name, "err", err)
+	}
+}
+
+// failedChecks returns what /readyz may say of err from Ready: the names
+// of the failed checks, or "draining"; never an error's text.
+func failedChecks(err error) string {
+	if errors.Is(err, errDraining) {
+		return "draining"
+	}
+	var names []string
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			var ce *CheckError
+			if errors.As(e, &ce) {
+				names = append(names, ce.Name)
+			}
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
 // Mux returns a ServeMux serving /healthz, /readyz and /metrics; callers add
-// their own routes to it.
+// their own routes to it. /readyz answers 200 "ready" or 503 "not ready: "
+// with the names of the failing checks (or "draining"), never their errors,
+// which may name internal addresses: those go to Health's log.
 func Mux(h *Health, reg *prometheus.Registry) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -102,7 +162,7 @@ func Mux(h *Health, reg *prometheus.Registry) *http.ServeMux {
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if err := h.Ready(r.Context()); err != nil {
 			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = io.WriteString(w, "not ready: "+strings.ReplaceAll(err.Error(), "\n", "; ")+"\n")
+			_, _ = io.WriteString(w, "not ready: "+failedChecks(err)+"\n")
 			return
 		}
 		_, _ = io.WriteString(w, "ready\n")
@@ -111,21 +171,81 @@ func Mux(h *Health, reg *prometheus.Registry) *http.ServeMux {
 	return mux
 }
 
+// Defaults of ServerConfig, as named constants for code that builds one by
+// hand; the `default` tags say the same.
+const (
+	DefaultReadTimeout  = 30 * time.Second
+	DefaultWriteTimeout = 2 * time.Minute
+	DefaultIdleTimeout  = 2 * time.Minute
+)
+
+// ServerConfig is the HTTP server part of every service's configuration.
+// ReadTimeout bounds reading a request, headers and body (a client sending
+// slowly is cut off); WriteTimeout bounds a request from the end of its
+// headers to the end of its response, so it must cover the slowest handler
+// (the scheduler's POST /admin/benchmarks creates its targets before it
+// answers; pprof profiles take 30 s) and no route streams; IdleTimeout
+// bounds a kept-alive connection between requests.
+type ServerConfig struct {
+	ReadTimeout  time.Duration `env:"NOTIFLOW_HTTP_READ_TIMEOUT" default:"30s"`
+	WriteTimeout time.Duration `env:"NOTIFLOW_HTTP_WRITE_TIMEOUT" default:"2m"`
+	IdleTimeout  time.Duration `env:"NOTIFLOW_HTTP_IDLE_TIMEOUT" default:"2m"`
+}
+
+// Validate reports the settings that cannot work, naming their variables.
+func (c ServerConfig) Validate() error {
+	var errs []error
+	for _, v := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"NOTIFLOW_HTTP_READ_TIMEOUT", c.ReadTimeout},
+		{"NOTIFLOW_HTTP_WRITE_TIMEOUT", c.WriteTimeout},
+		{"NOTIFLOW_HTTP_IDLE_TIMEOUT", c.IdleTimeout},
+	} {
+		if v.d < time.Second {
+			errs = append(errs, config.Errorf(v.name, "must be at least 1s, got %s", v.d))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// LogValue shows the timeouts in a log line.
+func (c ServerConfig) LogValue() slog.Value {
+	return slog.GroupValue(slog.Duration("read_timeout", c.ReadTimeout),
+		slog.Duration("write_timeout", c.WriteTimeout), slog.Duration("idle_timeout", c.IdleTimeout))
+}
+
 // Serve listens on addr and serves handler until ctx ends, then shuts down,
 // giving in-flight requests up to grace to finish. The listener is bound
 // before Serve returns an error for a bad address, so callers learn of a
 // busy port at once.
-func Serve(ctx context.Context, addr string, handler http.Handler, grace time.Duration) error {
+func Serve(ctx context.Context, addr string, handler http.Handler, cfg ServerConfig, grace time.Duration) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
-	return ServeListener(ctx, ln, handler, grace)
+	return ServeListener(ctx, ln, handler, cfg, grace)
 }
 
-// ServeListener is Serve on an already bound listener.
-func ServeListener(ctx context.Context, ln net.Listener, handler http.Handler, grace time.Duration) error {
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+// ServeListener is Serve on an already bound listener. Zero timeouts in
+// cfg take their defaults.
+func ServeListener(ctx context.Context, ln net.Listener, handler http.Handler, cfg ServerConfig, grace time.Duration) error {
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&cfg.ReadTimeout, DefaultReadTimeout}, {&cfg.WriteTimeout, DefaultWriteTimeout}, {&cfg.IdleTimeout, DefaultIdleTimeout}} {
+		if *d.v <= 0 {
+			*d.v = d.def
+		}
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: min(10*time.Second, cfg.ReadTimeout),
+		ReadTimeout:       cfg.ReadTimeout,
+		WriteTimeout:      cfg.WriteTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -66,7 +66,7 @@ func main() {
 func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	log.Info("scheduler starting", "config", cfg)
 	reg := obs.NewRegistry()
-	health := obs.NewHealth()
+	health := obs.NewHealth(log)
 	metrics := app.NewMetrics(reg)
 
 	store, err := adapters.OpenMySQL(ctx, cfg.MySQLDSN, cfg.MySQLMaxConns)
@@ -142,7 +142,7 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return sched.Run(gctx) // 2.
 	})
 	g.Go(func() error { return bench.Run(gctx) }) // 2.
-	g.Go(func() error { return obs.Serve(httpCtx, cfg.HTTPAddr, mux, cfg.ShutdownTimeout) })
+	g.Go(func() error { return obs.Serve(httpCtx, cfg.HTTPAddr, mux, cfg.HTTP, cfg.ShutdownTimeout) })
 	log.Info("scheduler started", "http_addr", cfg.HTTPAddr)
 	return g.Wait()
 }

@@ -79,7 +79,7 @@ func tuneGC() {
 //  4. the dead-letter writer and MySQL are closed (deferred).
 func run(ctx context.Context, cfg config.Config, log *slog.Logger, reg *prometheus.Registry) error {
 	log.Info("sink starting", "config", cfg)
-	health := obs.NewHealth()
+	health := obs.NewHealth(log)
 	metrics := app.NewMetrics(reg)
 
 	store, err := adapters.Open(ctx, cfg.MySQLDSN, adapters.Options{MaxConns: cfg.FlushConcurrency + 1})
@@ -145,7 +145,7 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 		defer stopHTTP()          // 3. after the consumer drained
 		return consumer.Run(gctx) // 2.
 	})
-	g.Go(func() error { return obs.Serve(httpCtx, cfg.HTTPAddr, mux, cfg.ShutdownTimeout) })
+	g.Go(func() error { return obs.Serve(httpCtx, cfg.HTTPAddr, mux, cfg.HTTP, cfg.ShutdownTimeout) })
 	log.Info("sink started", "http_addr", cfg.HTTPAddr, "naive", cfg.Naive)
 	return g.Wait()
 }

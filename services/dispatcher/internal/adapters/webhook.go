@@ -39,10 +39,21 @@ type WebhookOptions struct {
 	MaxConnsPerHost int
 	// Latency observes each request's duration by outcome ("2xx", "4xx",
 	// "5xx", "error"); CircuitState gets 0/1/2 (closed/half-open/open) per
-	// endpoint. Either may be nil.
+	// endpoint, for a bounded set of endpoints (see breakers). Either may
+	// be nil.
 	Latency      *prometheus.HistogramVec
 	CircuitState *prometheus.GaugeVec
+	// CircuitIdle and CircuitSeries bound the breakers and the CircuitState
+	// series (see breakers). Zero: DefaultCircuitIdle, DefaultCircuitSeries.
+	CircuitIdle   time.Duration
+	CircuitSeries int
 }
+
+// Defaults of WebhookOptions.
+const (
+	DefaultCircuitIdle   = 10 * time.Minute
+	DefaultCircuitSeries = 100
+)
 
 // Webhook delivers notifications by HTTP POST with a JSON body and an
 // Idempotency-Key header (the notification id). Timeouts, connection
@@ -93,13 +104,9 @@ func NewWebhook(opt WebhookOptions) (*Webhook, error) {
 			Transport:     tr,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
-		guard: guard,
-		breakers: &breakers{
-			failures: uint32(max(opt.BreakerFailures, 1)), cooldown: opt.BreakerCooldown,
-			state: opt.CircuitState, m: map[string]*gobreaker.CircuitBreaker[attemptResult]{},
-			excluded: func(err error) bool { var e *excludedError; return errors.As(err, &e) },
-		},
-		opt: opt,
+		guard:    guard,
+		breakers: newBreakers(opt, func(err error) bool { var e *excludedError; return errors.As(err, &e) }),
+		opt:      opt,
 	}, nil
 }
 
@@ -143,7 +150,8 @@ func (w *Webhook) Send(ctx context.Context, due *notiflowv1.NotificationDue, bod
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
-	cb := w.breakers.get(u.Scheme + "://" + net.JoinHostPort(u.Hostname(), port))
+	cb, release := w.breakers.get(u.Scheme + "://" + net.JoinHostPort(u.Hostname(), port))
+	defer release()
 
 	deadline := time.Now().Add(w.opt.MaxElapsed)
 	var attempts uint32
@@ -256,13 +264,29 @@ func redactURL(raw string) string {
 }
 
 // CircuitState returns the state ("closed", "half-open", "open") of the
-// breaker of endpoint (scheme://host:port), or "" when there is none yet.
+// breaker of endpoint (scheme://host:port), or "" when there is none (yet,
+// or any more: see breakers).
 func (w *Webhook) CircuitState(endpoint string) string {
 	w.breakers.mu.Lock()
-	cb := w.breakers.m[endpoint]
+	e := w.breakers.m[endpoint]
 	w.breakers.mu.Unlock()
-	if cb == nil {
+	if e == nil {
 		return ""
 	}
-	return cb.State().String()
+	return e.cb.State().String()
+}
+
+// Run drops the breakers (and gauge series) of idle endpoints until ctx
+// ends; it checks every quarter of CircuitIdle. It returns nil.
+func (w *Webhook) Run(ctx context.Context) error {
+	t := time.NewTicker(w.breakers.idle / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case now := <-t.C:
+			w.breakers.sweep(now)
+		}
+	}
 }

@@ -14,6 +14,7 @@ import (
 	libconfig "github.com/notiflow/notiflow/lib/config"
 	"github.com/notiflow/notiflow/lib/consume"
 	"github.com/notiflow/notiflow/lib/kafkax"
+	"github.com/notiflow/notiflow/lib/obs"
 	"github.com/notiflow/notiflow/services/dispatcher/internal/domain"
 )
 
@@ -110,6 +111,7 @@ type Config struct {
 	SimLatency     time.Duration `env:"NOTIFLOW_SIM_LATENCY" default:"2ms"`
 	SimFailureRate float64       `env:"NOTIFLOW_SIM_FAILURE_RATE" default:"0"`
 
+	HTTP  obs.ServerConfig
 	Kafka kafkax.Config
 }
 
@@ -232,6 +234,9 @@ func (c Config) Validate() error {
 	if c.SimFailureRate < 0 || c.SimFailureRate > 1 {
 		add("NOTIFLOW_SIM_FAILURE_RATE", "must be between 0 and 1, got %g", c.SimFailureRate)
 	}
+	if err := c.HTTP.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := c.Kafka.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -273,6 +278,7 @@ func (c Config) RatePolicy() domain.RatePolicy {
 func (c Config) LogValue() slog.Value {
 	return slog.GroupValue(
 		slog.String("http_addr", c.HTTPAddr),
+		slog.Any("http", c.HTTP),
 		slog.String("group", c.Group),
 		slog.String("ordering", c.Ordering),
 		slog.Int("workers", c.Workers),

@@ -87,7 +87,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 		return nil, err
 	}
 	m := app.NewMetrics(reg)
-	s := &Service{cfg: cfg, log: log, reg: reg, health: obs.NewHealth()}
+	s := &Service{cfg: cfg, log: log, reg: reg, health: obs.NewHealth(log)}
 
 	s.rdb = redis.NewClient(&redis.Options{
 		Addr: cfg.RedisAddr, Password: cfg.RedisPassword,
@@ -232,7 +232,8 @@ func (s *Service) Run(ctx context.Context, ln net.Listener) error {
 	g.Go(func() error { return s.batcher.Run(batchCtx) })
 	g.Go(func() error { return s.results.Run(batchCtx) })
 	g.Go(func() error { return s.dispatcher.Run(batchCtx) })
-	g.Go(func() error { return obs.ServeListener(httpCtx, ln, s.mux, 2*time.Second) })
+	g.Go(func() error { return s.webhook.Run(batchCtx) })
+	g.Go(func() error { return obs.ServeListener(httpCtx, ln, s.mux, s.cfg.HTTP, 2*time.Second) })
 	s.log.Info("dispatcher started", "http_addr", ln.Addr().String())
 
 	done := make(chan error, 1)

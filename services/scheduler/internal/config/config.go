@@ -13,6 +13,7 @@ import (
 
 	libconfig "github.com/notiflow/notiflow/lib/config"
 	"github.com/notiflow/notiflow/lib/kafkax"
+	"github.com/notiflow/notiflow/lib/obs"
 )
 
 // Defaults, as named constants for code that builds a Config by hand
@@ -84,6 +85,7 @@ type Config struct {
 	BenchSample           time.Duration `env:"NOTIFLOW_BENCH_SAMPLE" default:"250ms"`
 	BenchMaxNotifications int           `env:"NOTIFLOW_BENCH_MAX_NOTIFICATIONS" default:"1000000"`
 
+	HTTP  obs.ServerConfig
 	Kafka kafkax.Config
 }
 
@@ -179,6 +181,9 @@ func (c Config) Validate() error {
 	if c.BenchMaxNotifications < 1 || c.BenchMaxNotifications > 10000000 {
 		add("NOTIFLOW_BENCH_MAX_NOTIFICATIONS", "must be between 1 and 10000000, got %d", c.BenchMaxNotifications)
 	}
+	if err := c.HTTP.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := c.Kafka.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -197,6 +202,7 @@ func (c Config) LogValue() slog.Value {
 	}
 	return slog.GroupValue(
 		slog.String("http_addr", c.HTTPAddr),
+		slog.Any("http", c.HTTP),
 		slog.String("mysql_dsn", dsn),
 		slog.String("redis_addr", c.RedisAddr),
 		slog.Bool("auth", c.APIToken != ""),

@@ -51,7 +51,7 @@ func newServer(t *testing.T) *server {
 	}
 	clk := &clock{t: time.Date(2026, 3, 7, 12, 0, 0, 0, time.UTC)}
 	targets := app.NewTargets(store, domain.Limits{MaxParamsBytes: 64}, 5, clk.Now)
-	mux := obs.Mux(obs.NewHealth(), obs.NewRegistry())
+	mux := obs.Mux(obs.NewHealth(nil), obs.NewRegistry())
 	ports.NewAPI(targets, ports.Options{Token: token, MaxParamsBytes: 64, MaxBulkBodyBytes: 4096},
 		slog.New(slog.NewTextHandler(io.Discard, nil))).Register(mux)
 	srv := httptest.NewServer(mux)

@@ -12,6 +12,7 @@ import (
 
 	libconfig "github.com/notiflow/notiflow/lib/config"
 	"github.com/notiflow/notiflow/lib/kafkax"
+	"github.com/notiflow/notiflow/lib/obs"
 )
 
 // Defaults, as named constants for code that builds a Config by hand
@@ -52,6 +53,7 @@ type Config struct {
 
 	ShutdownTimeout time.Duration `env:"NOTIFLOW_SHUTDOWN_TIMEOUT" default:"20s"`
 
+	HTTP  obs.ServerConfig
 	Kafka kafkax.Config
 }
 
@@ -120,6 +122,9 @@ func (c Config) Validate() error {
 	if c.ShutdownTimeout < time.Second || c.ShutdownTimeout > 39*time.Second {
 		add("NOTIFLOW_SHUTDOWN_TIMEOUT", "must be between 1s and 39s, got %s", c.ShutdownTimeout)
 	}
+	if err := c.HTTP.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := c.Kafka.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -137,6 +142,7 @@ func (c Config) LogValue() slog.Value {
 	}
 	return slog.GroupValue(
 		slog.String("http_addr", c.HTTPAddr),
+		slog.Any("http", c.HTTP),
 		slog.String("mysql_dsn", dsn),
 		slog.String("group", c.Group),
 		slog.Bool("naive", c.Naive),

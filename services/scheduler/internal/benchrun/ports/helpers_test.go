@@ -110,7 +110,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	e.opts = o
 	e.svc = e.newService(t, "")
 	e.stopSvc = e.runService(t, e.svc)
-	mux := obs.Mux(obs.NewHealth(), obs.NewRegistry())
+	mux := obs.Mux(obs.NewHealth(nil), obs.NewRegistry())
 	ports.NewHandler(e.svc, token, testLogger(t)).Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
