@@ -9,6 +9,7 @@ import (
 
 	"github.com/notiflow/notiflow/lib/kafkax"
 	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
+	"github.com/notiflow/notiflow/services/scheduler/internal/app"
 	"github.com/notiflow/notiflow/services/scheduler/internal/domain"
 )
 
@@ -34,14 +35,21 @@ func NewDuePublisher(w MessageWriter, topic string) *DuePublisher {
 }
 
 // Publish writes notes in order in one produce call and returns once Kafka
-// acknowledged all of them, or the first error (some may then have been
-// written: the caller re-publishes them all, downstream deduplicates by
-// notification id). When ctx ends it returns ctx's error.
+// acknowledged all of them, or an error (some may then have been written:
+// the caller re-publishes them, downstream deduplicates by notification
+// id). A note that cannot be encoded is left out of the call. When the
+// outcome of each note is known (a note not encodable, per-message errors
+// from the writer, a record over the writer's size limit) the error is an
+// app.PublishErrors, whose entries for notes refused as too large or not
+// encodable wrap app.ErrUnpublishable. When ctx ends it returns ctx's
+// error.
 func (p *DuePublisher) Publish(ctx context.Context, notes []domain.Notification) error {
 	if len(notes) == 0 {
 		return nil
 	}
-	msgs := make([]kafka.Message, len(notes))
+	msgs := make([]kafka.Message, 0, len(notes))
+	written := make([]int, 0, len(notes)) // msgs[j] is notes[written[j]]
+	var refused app.PublishErrors         // notes not encodable
 	headers := map[string][]kafka.Header{}
 	opts := proto.MarshalOptions{}
 	var pb notiflowv1.NotificationDue
@@ -50,16 +58,25 @@ func (p *DuePublisher) Publish(ctx context.Context, notes []domain.Notification)
 		fillDue(&pb, n)
 		value, err := opts.Marshal(&pb)
 		if err != nil {
-			return fmt.Errorf("encode notification %s: %w", n.ID, err)
+			if refused == nil {
+				refused = make(app.PublishErrors, len(notes))
+			}
+			refused[i] = fmt.Errorf("%w: encode notification %s: %w", app.ErrUnpublishable, n.ID, err)
+			continue
 		}
 		h, ok := headers[n.RunID]
 		if !ok {
 			h = kafkax.ContractHeaders(n.RunID)
 			headers[n.RunID] = h
 		}
-		msgs[i] = kafka.Message{Topic: p.topic, Key: []byte(n.RecipientID), Value: value, Headers: h}
+		msgs = append(msgs, kafka.Message{Topic: p.topic, Key: []byte(n.RecipientID), Value: value, Headers: h})
+		written = append(written, i)
 	}
-	if err := p.w.WriteMessages(ctx, msgs...); err != nil {
+	var err error
+	if len(msgs) > 0 {
+		err = p.w.WriteMessages(ctx, msgs...)
+	}
+	if err = outcomes(err, len(notes), written, refused); err != nil {
 		return fmt.Errorf("publish %d notifications to %s: %w", len(msgs), p.topic, err)
 	}
 	return nil

@@ -100,4 +100,19 @@ func TestRelayParksARecordTheBrokerRefuses(t *testing.T) {
 	if cons.sequences()[ids[3]] {
 		t.Fatalf("the refused row %d is in the topic", ids[3])
 	}
+	parked, err := in.store.ListParked(ctx, 0, 10)
+	if err != nil || len(parked) != 1 {
+		t.Fatalf("parked rows: %+v, %v; want row %d", parked, err, ids[3])
+	}
+	if p := parked[0]; p.Note.Sequence != ids[3] || p.Note.RecipientID != "rcpt-park" || p.Note.ID == "" ||
+		!strings.Contains(p.Reason, "Message Size Too Large") {
+		t.Fatalf("parked row: %+v; want row %d with the broker's reason", p, ids[3])
+	}
+	if n := value(in.metrics.Parked); n != 1 {
+		t.Fatalf("parked rows counted: %v, want 1", n)
+	}
+	// Parking is durable: a later pass neither publishes nor parks again.
+	if n, err := in.relay.Drain(ctx); err != nil || n != 0 {
+		t.Fatalf("second pass: %d published, %v; want 0, nil", n, err)
+	}
 }

@@ -199,8 +199,8 @@ type hidingStore struct {
 	once sync.Once
 }
 
-func (h *hidingStore) Unpublished(ctx context.Context, afterID uint64, limit int) ([]domain.Notification, error) {
-	notes, err := h.MySQLStore.Unpublished(ctx, afterID, limit)
+func (h *hidingStore) Unpublished(ctx context.Context, afterID, upTo uint64, limit int) ([]domain.Notification, error) {
+	notes, err := h.MySQLStore.Unpublished(ctx, afterID, upTo, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -232,13 +232,16 @@ func TestRelayDoesNotPassAHiddenRow(t *testing.T) {
 	ids := outboxIDs(t, in.store, 1<<62)
 	hidden := ids[4]
 	store := &hidingStore{MySQLStore: in.store, hide: hidden}
-	relay := app.NewRelay(store, adapters.NewDuePublisher(in.writer, e.topic), 100, time.Now, in.metrics)
+	relay := app.NewRelay(store, adapters.NewDuePublisher(in.writer, e.topic), 100, time.Now, in.metrics, testLogger(t))
 
 	if _, err := relay.Drain(ctx); err != nil {
 		t.Fatalf("first pass: %v", err)
 	}
-	if cursor, err := in.store.PublishedUpTo(ctx); err != nil || cursor >= hidden {
-		t.Fatalf("cursor after the pass that missed row %d = %d, %v; want below it", hidden, cursor, err)
+	if cursor, err := in.store.PublishedUpTo(ctx); err != nil || cursor != hidden-1 {
+		t.Fatalf("cursor after the pass that missed row %d = %d, %v; want %d, just below it", hidden, cursor, err, hidden-1)
+	}
+	if n := value(in.metrics.HiddenRows); n != 1 {
+		t.Fatalf("hidden rows counted: %v, want 1", n)
 	}
 	if _, err := relay.Drain(ctx); err != nil {
 		t.Fatalf("second pass: %v", err)

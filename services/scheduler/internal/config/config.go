@@ -13,6 +13,7 @@ import (
 
 	libconfig "github.com/notiflow/notiflow/lib/config"
 	"github.com/notiflow/notiflow/lib/kafkax"
+	"github.com/notiflow/notiflow/services/scheduler/internal/adapters"
 )
 
 // Defaults, as named constants for code that builds a Config by hand
@@ -154,6 +155,10 @@ func (c Config) Validate() error {
 	}
 	if c.MaxParamsBytes < 2 || c.MaxParamsBytes > 1<<20 {
 		add("NOTIFLOW_MAX_PARAMS_BYTES", "must be between 2 and 1048576, got %d", c.MaxParamsBytes)
+	}
+	if worst := adapters.MaxDueRecordBytes(c.MaxParamsBytes); c.MaxParamsBytes >= 2 && c.Kafka.MaxMessageBytes >= 1024 && worst > c.Kafka.MaxMessageBytes {
+		add("NOTIFLOW_MAX_PARAMS_BYTES", "%d lets a notification reach %d bytes as a Kafka record, over NOTIFLOW_KAFKA_MAX_MESSAGE_BYTES (%d): set it to at most %d, or raise NOTIFLOW_KAFKA_MAX_MESSAGE_BYTES (and the topic's max.message.bytes)",
+			c.MaxParamsBytes, worst, c.Kafka.MaxMessageBytes, c.MaxParamsBytes-(worst-c.Kafka.MaxMessageBytes))
 	}
 	if c.MaxBulkBodyBytes < 1024 {
 		add("NOTIFLOW_MAX_BULK_BODY_BYTES", "must be at least 1024, got %d", c.MaxBulkBodyBytes)
