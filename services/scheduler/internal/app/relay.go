@@ -35,7 +35,8 @@ type OutboxStore interface {
 }
 
 // Publisher publishes notifications in order and returns once all are
-// acknowledged.
+// acknowledged. When it knows the outcome of each notification of a
+// failed call it returns a PublishErrors (wrapped or not).
 type Publisher interface {
 	Publish(ctx context.Context, notes []domain.Notification) error
 }
@@ -192,10 +193,6 @@ func (r *Relay) Drain(ctx context.Context) (int, error) {
 					break more
 				}
 			}
-			for _, b := range batches {
-				published += len(b.notes) - b.parked
-				r.m.Published.Add(float64(len(b.notes) - b.parked))
-			}
 			mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
 			var upTo uint64
 			upTo, markErr = r.checkGaps(mctx, prev, batches)
@@ -206,6 +203,10 @@ func (r *Relay) Drain(ctx context.Context) (int, error) {
 			if markErr != nil {
 				stop(markErr) // stop reading and publishing
 				continue
+			}
+			for _, b := range batches {
+				published += len(b.notes) - b.parked
+				r.m.Published.Add(float64(len(b.notes) - b.parked))
 			}
 			if last := batches[len(batches)-1].notes; upTo < last[len(last)-1].Sequence {
 				hidden = true
