@@ -95,10 +95,12 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return err
 	})
 
-	targets := app.NewTargets(store, domain.Limits{MaxParamsBytes: cfg.MaxParamsBytes}, cfg.BulkMax, nil)
+	targets := app.NewTargets(store, domain.Limits{
+		MaxParamsBytes: cfg.MaxParamsBytes, MaxRecordBytes: cfg.Kafka.MaxMessageBytes, RecordBytes: adapters.DueRecordBytes,
+	}, cfg.BulkMax, nil)
 	mux := obs.Mux(health, reg)
 	ports.NewAPI(targets, ports.Options{
-		Token: cfg.APIToken, MaxParamsBytes: cfg.MaxParamsBytes, MaxBulkBodyBytes: cfg.MaxBulkBodyBytes,
+		Token: cfg.APIToken, MaxParamsBytes: cfg.MaxParamsBytes, MaxBulkBodyBytes: cfg.MaxBulkBodyBytes, Parked: store,
 	}, log).Register(mux)
 	if cfg.APIToken == "" {
 		log.Warn("API authentication is disabled (NOTIFLOW_INSECURE_NO_AUTH): development only")
@@ -115,7 +117,7 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	benchports.NewHandler(bench, cfg.APIToken, log).Register(mux)
 
 	leader := app.NewLeader(app.RedisMutexes(rdb, cfg.LockKey, cfg.LockTTL), cfg.LockTTL, log, metrics)
-	relay := app.NewRelay(store, adapters.NewDuePublisher(writer, cfg.Kafka.TopicDue), cfg.RelayBatch, time.Now, metrics)
+	relay := app.NewRelay(store, adapters.NewDuePublisher(writer, cfg.Kafka.TopicDue), cfg.RelayBatch, time.Now, metrics, log)
 	sched := app.NewScheduler(leader, store, relay, store, app.SchedulerOptions{
 		Tick:            cfg.Tick,
 		ClaimBatch:      cfg.ClaimBatch,

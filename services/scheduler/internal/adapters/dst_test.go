@@ -58,7 +58,11 @@ func TestClaimDSTFixedTimes(t *testing.T) {
 						t.Fatalf("claim at %v: %v", now, err)
 					}
 				}
-				notes, err := s.Unpublished(ctx, 0, 100)
+				upTo, err := s.CommittedUpTo(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				notes, err := s.Unpublished(ctx, 0, upTo, 100)
 				if err != nil {
 					t.Fatal(err)
 				}

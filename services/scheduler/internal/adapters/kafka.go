@@ -11,6 +11,7 @@ import (
 
 	"github.com/notiflow/notiflow/lib/kafkax"
 	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
+	"github.com/notiflow/notiflow/services/scheduler/internal/app"
 	"github.com/notiflow/notiflow/services/scheduler/internal/domain"
 )
 
@@ -49,16 +50,22 @@ func NewDuePublisher(w *kafka.Writer, topic string) *DuePublisher {
 }
 
 // Publish writes notes in order and returns once Kafka acknowledged all of
-// them, or the first error (some may then have been written: the caller
-// re-publishes them all, downstream deduplicates by notification id). A
-// failed produce comes back as a kafka.WriteErrors indexed like notes: nil
-// for the notes acknowledged, ErrNotSent for those not tried. When ctx ends
-// it returns ctx's error.
+// them, or an error (some may then have been written: the caller
+// re-publishes them, downstream deduplicates by notification id). A note
+// that cannot be encoded is left out. When the outcome of each note is
+// known (a note not encodable, per-message errors from the writer, a
+// record over the writer's size limit) the error is an app.PublishErrors:
+// nil for the notes acknowledged, ErrNotSent for those not tried because an
+// earlier produce call failed, and for notes refused as too large or not
+// encodable an error wrapping app.ErrUnpublishable. When ctx ends it
+// returns ctx's error.
 func (p *DuePublisher) Publish(ctx context.Context, notes []domain.Notification) error {
 	if len(notes) == 0 {
 		return nil
 	}
-	msgs := make([]kafka.Message, len(notes))
+	msgs := make([]kafka.Message, 0, len(notes))
+	written := make([]int, 0, len(notes)) // msgs[j] is notes[written[j]]
+	var refused app.PublishErrors         // notes not encodable
 	headers := map[string][]kafka.Header{}
 	opts := proto.MarshalOptions{}
 	var pb notiflowv1.NotificationDue
@@ -67,18 +74,38 @@ func (p *DuePublisher) Publish(ctx context.Context, notes []domain.Notification)
 		fillDue(&pb, n)
 		value, err := opts.Marshal(&pb)
 		if err != nil {
-			return fmt.Errorf("encode notification %s: %w", n.ID, err)
+			if refused == nil {
+				refused = make(app.PublishErrors, len(notes))
+			}
+			refused[i] = fmt.Errorf("%w: encode notification %s: %w", app.ErrUnpublishable, n.ID, err)
+			continue
 		}
 		h, ok := headers[n.RunID]
 		if !ok {
 			h = kafkax.ContractHeaders(n.RunID)
 			headers[n.RunID] = h
 		}
-		msgs[i] = kafka.Message{Topic: p.topic, Key: []byte(n.RecipientID), Value: value, Headers: h}
+		msgs = append(msgs, kafka.Message{Topic: p.topic, Key: []byte(n.RecipientID), Value: value, Headers: h})
+		written = append(written, i)
 	}
+	var err error
+	if len(msgs) > 0 {
+		err = p.produce(ctx, msgs)
+	}
+	if err = outcomes(err, len(notes), written, refused); err != nil {
+		return fmt.Errorf("publish %d notifications to %s: %w", len(msgs), p.topic, err)
+	}
+	return nil
+}
+
+// produce writes msgs in the produce calls of produceCalls, one after the
+// other, stopping at the first that fails. Its error is, when the outcome
+// of each message is known, a kafka.WriteErrors indexed like msgs (see
+// byMessage).
+func (p *DuePublisher) produce(ctx context.Context, msgs []kafka.Message) error {
 	calls, err := p.produceCalls(ctx, msgs)
 	if err != nil {
-		return fmt.Errorf("publish %d notifications to %s: %w", len(msgs), p.topic, err)
+		return err
 	}
 	for k, idx := range calls {
 		batch := msgs
@@ -89,8 +116,7 @@ func (p *DuePublisher) Publish(ctx context.Context, notes []domain.Notification)
 			}
 		}
 		if err := p.w.WriteMessages(ctx, batch...); err != nil {
-			return fmt.Errorf("publish %d notifications to %s (produce call %d of %d): %w",
-				len(msgs), p.topic, k+1, len(calls), byNote(err, calls, k, len(msgs)))
+			return fmt.Errorf("produce call %d of %d: %w", k+1, len(calls), byMessage(err, calls, k, len(msgs)))
 		}
 	}
 	return nil
@@ -100,11 +126,19 @@ func (p *DuePublisher) Publish(ctx context.Context, notes []domain.Notification)
 // that were not tried because an earlier produce call failed.
 var ErrNotSent = errors.New("not sent: an earlier produce call of this publish failed")
 
-// byNote re-indexes the kafka.WriteErrors of produce call k like the
-// publish's n notes; any other error is returned as it is.
-func byNote(err error, calls [][]int, k, n int) error {
-	var werr kafka.WriteErrors
-	if !errors.As(err, &werr) || len(werr) != len(calls[k]) {
+// byMessage re-indexes the error of failed produce call k like the
+// publish's n messages: nil for the messages of earlier calls
+// (acknowledged), ErrNotSent for those of later calls, and for call k's
+// own messages their entries of a kafka.WriteErrors, or the writer's
+// MessageTooLargeError (it refused the call before writing any of it). Any
+// other error is returned as it is.
+func byMessage(err error, calls [][]int, k, n int) error {
+	var (
+		werr   kafka.WriteErrors
+		tooBig kafka.MessageTooLargeError
+	)
+	perMsg := errors.As(err, &werr) && len(werr) == len(calls[k])
+	if !perMsg && !errors.As(err, &tooBig) {
 		return err
 	}
 	out := make(kafka.WriteErrors, n)
@@ -114,7 +148,11 @@ func byNote(err error, calls [][]int, k, n int) error {
 		}
 	}
 	for j, i := range calls[k] {
-		out[i] = werr[j]
+		if perMsg {
+			out[i] = werr[j]
+		} else {
+			out[i] = err
+		}
 	}
 	return out
 }

@@ -177,6 +177,26 @@ var migrations = []mysqlx.Migration{
 			return nil
 		},
 	},
+	{
+		// Outbox rows the relay gave up on (see app.Relay): one row per
+		// outbox id with what identifies the notification and why it was
+		// parked. The relay moves its cursor past a row only once it is
+		// published or recorded here.
+		Version: 6,
+		Name:    "parked outbox rows",
+		Stmts: []string{
+			`CREATE TABLE IF NOT EXISTS outbox_parked (
+				outbox_id       BIGINT UNSIGNED NOT NULL,
+				notification_id CHAR(36) CHARACTER SET ascii NOT NULL,
+				target_id       BIGINT UNSIGNED NOT NULL,
+				recipient_id    VARCHAR(191) NOT NULL,
+				occurrence_at   DATETIME(6)  NOT NULL,
+				reason          VARCHAR(1024) NOT NULL,
+				parked_at       DATETIME(6)  NOT NULL,
+				PRIMARY KEY (outbox_id)
+			) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
+		},
+	},
 }
 
 // hasColumn reports whether table of the current database has column.

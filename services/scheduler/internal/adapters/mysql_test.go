@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -143,7 +144,11 @@ func TestClaimOneShotsAndRelayQueries(t *testing.T) {
 	if err != nil || backlog != 21 {
 		t.Fatalf("backlog = %d, %v", backlog, err)
 	}
-	first, err := s.Unpublished(ctx, 0, 10)
+	end, err := s.CommittedUpTo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := s.Unpublished(ctx, 0, end, 10)
 	if err != nil || len(first) != 10 {
 		t.Fatalf("unpublished = %d, %v", len(first), err)
 	}
@@ -155,7 +160,10 @@ func TestClaimOneShotsAndRelayQueries(t *testing.T) {
 	if first[0].Channel != domain.ChannelSim || string(first[0].Params) != `{"n":1}` || first[0].TemplateID != "tmpl" {
 		t.Fatalf("row: %+v", first[0])
 	}
-	rest, err := s.Unpublished(ctx, first[len(first)-1].Sequence, 100)
+	if bounded, err := s.Unpublished(ctx, 0, first[4].Sequence, 10); err != nil || len(bounded) != 5 {
+		t.Fatalf("unpublished up to %d = %d rows, %v; want 5", first[4].Sequence, len(bounded), err)
+	}
+	rest, err := s.Unpublished(ctx, first[len(first)-1].Sequence, end, 100)
 	if err != nil || len(rest) != 11 {
 		t.Fatalf("unpublished after cursor = %d, %v", len(rest), err)
 	}
@@ -340,7 +348,7 @@ func TestOverlappingClaims(t *testing.T) {
 			t.Fatalf("finish: %+v, %v", res, err)
 		}
 	}
-	notes, err := s.Unpublished(ctx, 0, 100)
+	notes, err := s.Unpublished(ctx, 0, math.MaxUint64, 100)
 	if err != nil || len(notes) != 8 {
 		t.Fatalf("outbox: %d rows, %v", len(notes), err)
 	}

@@ -313,8 +313,8 @@ func (c *Claim) dequeue(ctx context.Context, first, last time.Time, ids []any) e
 //
 // The outbox_claim_lock row serialises every outbox writer (several claims
 // of this process, a paused former lock holder): rows are inserted and
-// committed under it, so outbox rows commit in id order and a row that
-// becomes visible later always has a higher id than every row visible now.
+// committed under it, so outbox rows commit in id order, and a reader that
+// holds the row in share mode sees no writer half way (see CommittedUpTo).
 // That is what lets the relay keep a plain cursor (see Unpublished).
 func (c *Claim) Finish(ctx context.Context) (domain.ClaimResult, error) {
 	defer func() { _ = c.tx.Rollback() }() // no-op after Commit
@@ -490,16 +490,49 @@ func (s *MySQLStore) PublishedUpTo(ctx context.Context) (uint64, error) {
 	return id, nil
 }
 
-// Unpublished returns up to limit outbox rows with an id above afterID, in
-// id order, as notifications (joined with their targets) whose Sequence is
-// the outbox id. Because claims commit in id order (see ClaimDue), the rows
+// CommittedUpTo returns the highest outbox id committed now: every row
+// with an id up to it that will ever exist is committed and visible to
+// any read that starts after CommittedUpTo returns, whatever the database
+// shows of transactions still committing when a read's snapshot is taken.
+//
+// It holds the outbox_claim_lock row in share mode in a short READ
+// COMMITTED transaction while it reads MAX(id). Every outbox writer inserts
+// and commits under that row's exclusive lock (see Finish), so while the
+// share lock is held no writer is between its first insert and its
+// commit, and the MAX(id) statement, whose snapshot is taken after the
+// lock is granted, sees every row up to it; a writer that comes after
+// draws higher ids (auto-increment values only grow). It waits for a claim
+// that is finishing; when ctx ends it returns ctx's error.
+func (s *MySQLStore) CommittedUpTo(ctx context.Context) (uint64, error) {
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return 0, fmt.Errorf("read the committed outbox end: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	var one int
+	if err := tx.QueryRowContext(ctx, `SELECT id FROM outbox_claim_lock WHERE id = 1 LOCK IN SHARE MODE`).Scan(&one); err != nil {
+		return 0, fmt.Errorf("read the committed outbox end: share the claim lock: %w", err)
+	}
+	var hi uint64
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM outbox`).Scan(&hi); err != nil {
+		return 0, fmt.Errorf("read the committed outbox end: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("read the committed outbox end: commit: %w", err)
+	}
+	return hi, nil
+}
+
+// Unpublished returns up to limit outbox rows with afterID < id <= upTo,
+// in id order, as notifications (joined with their targets) whose
+// Sequence is the outbox id. With upTo from CommittedUpTo, the rows
 // returned are all the rows in their id range that will ever exist: a
-// cursor never skips a row.
-func (s *MySQLStore) Unpublished(ctx context.Context, afterID uint64, limit int) ([]domain.Notification, error) {
+// cursor moved past them never skips a row.
+func (s *MySQLStore) Unpublished(ctx context.Context, afterID, upTo uint64, limit int) ([]domain.Notification, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT o.id, o.target_id, o.occurrence_at, o.run_id, o.created_at,
 			t.created_at, t.recipient_id, t.channel, t.webhook_url, t.template_id, t.params
 		FROM outbox o JOIN notification_targets t ON t.id = o.target_id
-		WHERE o.id > ? ORDER BY o.id LIMIT ?`, afterID, limit)
+		WHERE o.id > ? AND o.id <= ? ORDER BY o.id LIMIT ?`, afterID, upTo, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read unpublished outbox rows: %w", err)
 	}
@@ -538,6 +571,28 @@ func (s *MySQLStore) MarkPublished(ctx context.Context, upTo uint64, at time.Tim
 	return nil
 }
 
+// RowIDs returns the ids of the outbox rows with afterID < id <= upTo, in
+// order, from a fresh read.
+func (s *MySQLStore) RowIDs(ctx context.Context, afterID, upTo uint64) ([]uint64, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id FROM outbox WHERE id > ? AND id <= ? ORDER BY id`, afterID, upTo)
+	if err != nil {
+		return nil, fmt.Errorf("read outbox ids %d..%d: %w", afterID+1, upTo, err)
+	}
+	defer rows.Close()
+	var ids []uint64
+	for rows.Next() {
+		var id uint64
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("read outbox id: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read outbox ids %d..%d: %w", afterID+1, upTo, err)
+	}
+	return ids, nil
+}
+
 // SettleOneShots stores "done" for the one-shots that claims fired from
 // their queue entries alone (see BeginClaim), going through the outbox rows
 // after the settle cursor (outbox_relay.settled_id), at most limit rows
@@ -545,8 +600,8 @@ func (s *MySQLStore) MarkPublished(ctx context.Context, upTo uint64, at time.Tim
 // settled and whether rows after the cursor may remain. A target is
 // settled only if it is still an active one-shot due at the row's
 // occurrence without a queue entry, so running it twice, or beside a claim,
-// is harmless. Rows become visible in id order (see Finish): the cursor
-// never skips one.
+// is harmless. It reads no row above CommittedUpTo: the cursor never skips
+// one.
 //
 // The candidates are found with a plain (non-locking) read; only their
 // target rows are then locked, by one single-table UPDATE per claim time
@@ -560,15 +615,17 @@ func (s *MySQLStore) SettleOneShots(ctx context.Context, limit int) (settled int
 	if err := s.db.QueryRowContext(ctx, `SELECT settled_id FROM outbox_relay WHERE id = 1`).Scan(&from); err != nil {
 		return 0, false, fmt.Errorf("settle one-shots: read the cursor: %w", err)
 	}
+	end, err := s.CommittedUpTo(ctx)
+	if err != nil {
+		return 0, false, fmt.Errorf("settle one-shots: %w", err)
+	}
 	var hi uint64
-	err = s.db.QueryRowContext(ctx, `SELECT id FROM outbox WHERE id > ? ORDER BY id LIMIT 1 OFFSET ?`, from, limit-1).Scan(&hi)
+	err = s.db.QueryRowContext(ctx, `SELECT id FROM outbox WHERE id > ? AND id <= ? ORDER BY id LIMIT 1 OFFSET ?`, from, end, limit-1).Scan(&hi)
 	switch {
 	case err == nil:
-		more = true
+		more = hi < end
 	case errors.Is(err, sql.ErrNoRows):
-		if err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM outbox`).Scan(&hi); err != nil {
-			return 0, false, fmt.Errorf("settle one-shots: read the last outbox row: %w", err)
-		}
+		hi = end
 	default:
 		return 0, false, fmt.Errorf("settle one-shots: find the window: %w", err)
 	}

@@ -125,7 +125,7 @@ func (e *env) instance(tb testing.TB, o instanceOpts) *instance {
 	in.writer = kafkax.NewWriter(e.brokers, kafkax.WriterOptions{})
 	tb.Cleanup(func() { _ = in.writer.Close() })
 	in.leader = app.NewLeader(app.RedisMutexes(in.rdb, e.lockKey, o.lockTTL), o.lockTTL, log, m)
-	in.relay = app.NewRelay(in.store, adapters.NewDuePublisher(in.writer, e.topic), o.relayBatch, o.clock, m)
+	in.relay = app.NewRelay(in.store, adapters.NewDuePublisher(in.writer, e.topic), o.relayBatch, o.clock, m, log)
 	in.sched = app.NewScheduler(in.leader, in.store, in.relay, in.store, app.SchedulerOptions{
 		Tick: o.tick, ClaimBatch: o.claimBatch, Policy: o.policy, Retention: time.Hour,
 		ShutdownTimeout: 10 * time.Second, Clock: o.clock,

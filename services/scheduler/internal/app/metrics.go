@@ -15,6 +15,8 @@ type Metrics struct {
 	PublishBatch     prometheus.Histogram
 	DueToPublish     prometheus.Histogram
 	RelayErrors      prometheus.Counter
+	HiddenRows       prometheus.Counter
+	Parked           prometheus.Counter
 	OutboxBacklog    prometheus.Gauge
 	Purged           prometheus.Counter
 	Settled          prometheus.Counter
@@ -58,6 +60,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		RelayErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "notiflow_scheduler_relay_errors_total", Help: "Relay passes that failed (rows stay unpublished and are retried).",
 		}),
+		HiddenRows: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "notiflow_scheduler_relay_hidden_rows_total", Help: "Outbox rows a relay pass found missing from its read below rows it published (the cursor stayed below them).",
+		}),
+		Parked: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "notiflow_scheduler_outbox_parked_total", Help: "Outbox rows parked because they can never be published (too large, not encodable); see GET /admin/outbox/parked.",
+		}),
 		OutboxBacklog: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "notiflow_scheduler_outbox_backlog", Help: "Outbox rows not yet published (sampled by the lock holder).",
 		}),
@@ -75,6 +83,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	reg.MustRegister(m.Claimed, m.OutboxInserted, m.ClaimErrors, m.CatchUpTruncated, m.BrokenTargets, m.ScanDuration,
-		m.Published, m.PublishBatch, m.DueToPublish, m.RelayErrors, m.OutboxBacklog, m.Purged, m.Settled, m.LockHeld, m.LockLost)
+		m.Published, m.PublishBatch, m.DueToPublish, m.RelayErrors, m.HiddenRows, m.Parked, m.OutboxBacklog, m.Purged, m.Settled, m.LockHeld, m.LockLost)
 	return m
 }

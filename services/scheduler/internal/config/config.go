@@ -14,6 +14,7 @@ import (
 	libconfig "github.com/notiflow/notiflow/lib/config"
 	"github.com/notiflow/notiflow/lib/kafkax"
 	"github.com/notiflow/notiflow/lib/obs"
+	"github.com/notiflow/notiflow/services/scheduler/internal/adapters"
 )
 
 // Defaults, as named constants for code that builds a Config by hand
@@ -157,6 +158,9 @@ func (c Config) Validate() error {
 	if c.MaxParamsBytes < 2 || c.MaxParamsBytes > 1<<20 {
 		add("NOTIFLOW_MAX_PARAMS_BYTES", "must be between 2 and 1048576, got %d", c.MaxParamsBytes)
 	}
+	if err := c.checkRecordLimit(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.MaxBulkBodyBytes < 1024 {
 		add("NOTIFLOW_MAX_BULK_BODY_BYTES", "must be at least 1024, got %d", c.MaxBulkBodyBytes)
 	}
@@ -188,6 +192,26 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// checkRecordLimit reports a params limit that lets a notification, its
+// other fields at their longest, outgrow one Kafka record of the
+// producer's limit (the relay would have to park it). Both limits must be
+// in their ranges; Validate reports them otherwise.
+func (c Config) checkRecordLimit() error {
+	if c.MaxParamsBytes < 2 || c.MaxParamsBytes > 1<<20 || c.Kafka.MaxMessageBytes < 1024 {
+		return nil
+	}
+	worst := adapters.MaxDueRecordBytes(c.MaxParamsBytes)
+	if worst <= c.Kafka.MaxMessageBytes {
+		return nil
+	}
+	if fits := c.MaxParamsBytes - (worst - c.Kafka.MaxMessageBytes); fits >= 2 {
+		return libconfig.Errorf("NOTIFLOW_MAX_PARAMS_BYTES", "%d lets a notification reach %d bytes as a Kafka record, over NOTIFLOW_KAFKA_MAX_MESSAGE_BYTES (%d): set it to at most %d, or raise NOTIFLOW_KAFKA_MAX_MESSAGE_BYTES (and the due topic's max.message.bytes with it)",
+			c.MaxParamsBytes, worst, c.Kafka.MaxMessageBytes, fits)
+	}
+	return libconfig.Errorf("NOTIFLOW_KAFKA_MAX_MESSAGE_BYTES", "%d is too small for a notification with the longest fields: at least %d bytes",
+		c.Kafka.MaxMessageBytes, adapters.MaxDueRecordBytes(2))
 }
 
 // LogValue is what a log line shows of c: secrets (the API token, the

@@ -34,6 +34,20 @@ func TestValidate(t *testing.T) {
 			},
 			want: []string{"NOTIFLOW_BENCH_LEAD", "NOTIFLOW_BENCH_STALL", "NOTIFLOW_BENCH_SAMPLE", "NOTIFLOW_BENCH_MAX_NOTIFICATIONS"},
 		},
+		{
+			name: "params that cannot fit a record",
+			give: map[string]string{"NOTIFLOW_API_TOKEN": "x", "NOTIFLOW_MAX_PARAMS_BYTES": "1048576", "NOTIFLOW_KAFKA_MAX_MESSAGE_BYTES": "1000000"},
+			want: []string{"NOTIFLOW_MAX_PARAMS_BYTES: 1048576 lets a notification reach", "set it to at most 996965,"},
+		},
+		{
+			name: "a record limit too small for any notification",
+			give: map[string]string{"NOTIFLOW_API_TOKEN": "x", "NOTIFLOW_MAX_PARAMS_BYTES": "64", "NOTIFLOW_KAFKA_MAX_MESSAGE_BYTES": "1024"},
+			want: []string{"NOTIFLOW_KAFKA_MAX_MESSAGE_BYTES: 1024 is too small"},
+		},
+		{
+			name: "the largest params that fit",
+			give: map[string]string{"NOTIFLOW_API_TOKEN": "x", "NOTIFLOW_MAX_PARAMS_BYTES": "990000", "NOTIFLOW_KAFKA_MAX_MESSAGE_BYTES": "1000000"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

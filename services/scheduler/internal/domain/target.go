@@ -65,6 +65,10 @@ type Target struct {
 // Limits bounds what a target may carry.
 type Limits struct {
 	MaxParamsBytes int
+	// MaxRecordBytes bounds the size of a target's notifications as Kafka
+	// records, as RecordBytes measures them; checked when both are set.
+	MaxRecordBytes int
+	RecordBytes    func(Target) int
 }
 
 // ValidationError says which field of a target is wrong and why. Field uses
@@ -83,7 +87,8 @@ func invalid(field, format string, args ...any) error {
 // NewTarget checks the parts of a new target and returns it active, with
 // NextRunAt computed from now. params may be empty (meaning {}); otherwise
 // it must be a JSON object, which is stored compacted and must then fit
-// limits.MaxParamsBytes. Errors are *ValidationError.
+// limits.MaxParamsBytes; the target's notifications must fit
+// limits.MaxRecordBytes as Kafka records. Errors are *ValidationError.
 func NewTarget(recipientID string, ch Channel, webhookURL, templateID string, params []byte, sched Schedule, now time.Time, limits Limits) (Target, error) {
 	if err := checkText("recipient_id", recipientID, MaxRecipientLen); err != nil {
 		return Target{}, err
@@ -114,7 +119,7 @@ func NewTarget(recipientID string, ch Channel, webhookURL, templateID string, pa
 	if next.IsZero() {
 		return Target{}, invalid("cron", "the expression has no slot in the next five years")
 	}
-	return Target{
+	t := Target{
 		RecipientID: recipientID,
 		Channel:     ch,
 		WebhookURL:  webhookURL,
@@ -123,7 +128,13 @@ func NewTarget(recipientID string, ch Channel, webhookURL, templateID string, pa
 		Schedule:    sched,
 		NextRunAt:   next,
 		Status:      StatusActive,
-	}, nil
+	}
+	if limits.RecordBytes != nil && limits.MaxRecordBytes > 0 {
+		if n := limits.RecordBytes(t); n > limits.MaxRecordBytes {
+			return Target{}, invalid("params", "with the other fields the notification would be a %d-byte Kafka record, over the limit of %d bytes", n, limits.MaxRecordBytes)
+		}
+	}
+	return t, nil
 }
 
 func checkText(field, s string, max int) error {

@@ -45,6 +45,15 @@ type Options struct {
 	MaxParamsBytes int
 	// MaxBulkBodyBytes bounds the body of a bulk request.
 	MaxBulkBodyBytes int64
+	// Parked, when set, serves GET /admin/outbox/parked.
+	Parked ParkedLister
+}
+
+// ParkedLister reads the outbox rows the relay parked (see app.Relay).
+type ParkedLister interface {
+	// ListParked returns up to limit parked rows with an outbox id above
+	// afterID, in id order.
+	ListParked(ctx context.Context, afterID uint64, limit int) ([]app.Parked, error)
 }
 
 // API serves the targets API.
@@ -61,8 +70,8 @@ func NewAPI(targets *app.Targets, opts Options, log *slog.Logger) *API {
 }
 
 // Register adds the API's routes to mux (a Go 1.22 pattern mux, e.g. the
-// one obs.Mux returns). Every /v1 route requires the bearer token; the
-// OpenAPI document is public.
+// one obs.Mux returns). Every /v1 route, and GET /admin/outbox/parked,
+// requires the bearer token; the OpenAPI document is public.
 func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /openapi.yaml", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/yaml")
@@ -75,6 +84,9 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.Handle("POST /v1/targets/{id}/pause", a.auth(a.pause))
 	mux.Handle("POST /v1/targets/{id}/resume", a.auth(a.resume))
 	mux.Handle("DELETE /v1/targets/{id}", a.auth(a.delete))
+	if a.opts.Parked != nil {
+		mux.Handle("GET /admin/outbox/parked", a.auth(a.listParked))
+	}
 }
 
 // handlerFunc is a handler that returns its error; serve maps it to a
@@ -295,22 +307,31 @@ func (a *API) get(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (a *API) list(w http.ResponseWriter, r *http.Request) error {
+// page reads the after and limit query parameters of a list request.
+func page(r *http.Request) (after int64, limit int, err error) {
 	q := r.URL.Query()
-	after, limit := int64(0), DefaultListLimit
+	after, limit = 0, DefaultListLimit
 	if s := q.Get("after"); s != "" {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || n < 0 {
-			return badRequest("after: must be a non-negative integer (the next_after of the previous page)")
+			return 0, 0, badRequest("after: must be a non-negative integer (the next_after of the previous page)")
 		}
 		after = n
 	}
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > MaxListLimit {
-			return badRequest("limit: must be an integer between 1 and %d", MaxListLimit)
+			return 0, 0, badRequest("limit: must be an integer between 1 and %d", MaxListLimit)
 		}
 		limit = n
+	}
+	return after, limit, nil
+}
+
+func (a *API) list(w http.ResponseWriter, r *http.Request) error {
+	after, limit, err := page(r)
+	if err != nil {
+		return err
 	}
 	ts, next, err := a.targets.List(r.Context(), after, limit)
 	if err != nil {

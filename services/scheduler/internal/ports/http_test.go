@@ -40,6 +40,13 @@ type server struct {
 
 func newServer(t *testing.T) *server {
 	t.Helper()
+	return serve(t, domain.Limits{MaxParamsBytes: 64}, ports.Options{Token: token, MaxParamsBytes: 64, MaxBulkBodyBytes: 4096})
+}
+
+// serve starts the API with limits and opts over a store of its own;
+// opts.Parked, when nil, is that store.
+func serve(t *testing.T, limits domain.Limits, opts ports.Options) *server {
+	t.Helper()
 	ctx := context.Background()
 	store, err := adapters.OpenMySQL(ctx, testkit.MySQLDSN(t), 4)
 	if err != nil {
@@ -49,11 +56,13 @@ func newServer(t *testing.T) *server {
 	if err := store.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if opts.Parked == nil {
+		opts.Parked = store
+	}
 	clk := &clock{t: time.Date(2026, 3, 7, 12, 0, 0, 0, time.UTC)}
-	targets := app.NewTargets(store, domain.Limits{MaxParamsBytes: 64}, 5, clk.Now)
+	targets := app.NewTargets(store, limits, 5, clk.Now)
 	mux := obs.Mux(obs.NewHealth(nil), obs.NewRegistry())
-	ports.NewAPI(targets, ports.Options{Token: token, MaxParamsBytes: 64, MaxBulkBodyBytes: 4096},
-		slog.New(slog.NewTextHandler(io.Discard, nil))).Register(mux)
+	ports.NewAPI(targets, opts, slog.New(slog.NewTextHandler(io.Discard, nil))).Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return &server{url: srv.URL, store: store, clock: clk}

@@ -150,7 +150,7 @@ func (e *env) startScheduler(t *testing.T) {
 	w := kafkax.NewWriter(e.brokers, kafkax.WriterOptions{})
 	t.Cleanup(func() { _ = w.Close() })
 	leader := schedulerapp.NewLeader(schedulerapp.RedisMutexes(e.rdb, e.prefix+"scan", 3*time.Second), 3*time.Second, log, m)
-	relay := schedulerapp.NewRelay(e.db, scheduleradapters.NewDuePublisher(w, e.topicDue), 5000, time.Now, m)
+	relay := schedulerapp.NewRelay(e.db, scheduleradapters.NewDuePublisher(w, e.topicDue), 5000, time.Now, m, log)
 	sched := schedulerapp.NewScheduler(leader, e.db, relay, e.db, schedulerapp.SchedulerOptions{
 		Tick: 50 * time.Millisecond, ClaimBatch: 1000, Retention: time.Hour, ShutdownTimeout: 10 * time.Second,
 	}, log, m)
