@@ -63,8 +63,8 @@ type genLog struct {
 }
 
 func (g *genLog) Enabled(context.Context, slog.Level) bool { return true }
-func (g *genLog) WithAttrs([]slog.Attr) slog.Handler      { return g }
-func (g *genLog) WithGroup(string) slog.Handler           { return g }
+func (g *genLog) WithAttrs([]slog.Attr) slog.Handler       { return g }
+func (g *genLog) WithGroup(string) slog.Handler            { return g }
 func (g *genLog) Handle(_ context.Context, r slog.Record) error {
 	if r.Message == "generation ended" {
 		g.mu.Lock()
@@ -208,5 +208,41 @@ func TestDrainLongerThanSessionKeepsPartitions(t *testing.T) {
 	}
 	for _, o := range overlap {
 		t.Error(o)
+	}
+}
+
+func TestValidateDrainAgainstGroupTimeouts(t *testing.T) {
+	t.Parallel()
+	valid := func() Config {
+		c := Config{Brokers: []string{"b"}, GroupID: "g", Topics: []string{"t"}, DLQ: &memDLQ{}}
+		c.setDefaults()
+		return c
+	}
+	tests := []struct {
+		name string
+		give func(c *Config)
+		want string // "" for valid
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"drain longer than the session", func(c *Config) { c.DrainTimeout = 20 * time.Second }, ""},
+		{"longest drain", func(c *Config) { c.DrainTimeout = 26 * time.Second }, ""},
+		{"drain past the rebalance timeout less margin", func(c *Config) { c.DrainTimeout = 27 * time.Second }, "DrainTimeout"},
+		{"drain margin eaten by the heartbeat", func(c *Config) {
+			c.DrainTimeout, c.HeartbeatInterval, c.SessionTimeout = 20*time.Second, 8*time.Second, 30*time.Second
+		}, "DrainTimeout"},
+		{"heartbeat too slow for the session", func(c *Config) { c.HeartbeatInterval = 3 * time.Second }, "SessionTimeout"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := valid()
+			tt.give(&c)
+			err := c.Validate()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("Validate: %v, want nil", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Errorf("Validate: %v, want an error naming %s", err, tt.want)
+			}
+		})
 	}
 }
