@@ -56,22 +56,54 @@ func (h *handleLog) snapshot() ([]handleBegin, []string) {
 }
 
 // genLog is a slog.Handler that keeps the times a consumer logged the end
-// of a generation.
+// of a generation, and its member id.
 type genLog struct {
-	mu    sync.Mutex
-	ended []time.Time
+	mu       sync.Mutex
+	ended    []time.Time
+	member   string
+	warnings []string // warnings and errors, with their attributes
 }
 
 func (g *genLog) Enabled(context.Context, slog.Level) bool { return true }
 func (g *genLog) WithAttrs([]slog.Attr) slog.Handler       { return g }
 func (g *genLog) WithGroup(string) slog.Handler            { return g }
 func (g *genLog) Handle(_ context.Context, r slog.Record) error {
-	if r.Message == "generation ended" {
-		g.mu.Lock()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if r.Level >= slog.LevelWarn {
+		line := r.Message
+		r.Attrs(func(a slog.Attr) bool {
+			line += " " + a.String()
+			return true
+		})
+		g.warnings = append(g.warnings, line)
+	}
+	switch r.Message {
+	case "generation ended":
 		g.ended = append(g.ended, r.Time)
-		g.mu.Unlock()
+	case "joined generation":
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "member" {
+				g.member = a.Value.String()
+			}
+			return true
+		})
 	}
 	return nil
+}
+
+// warningLines returns the warnings and errors logged so far.
+func (g *genLog) warningLines() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]string(nil), g.warnings...)
+}
+
+// memberID returns the member id of the last generation joined.
+func (g *genLog) memberID() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.member
 }
 
 // firstEnd returns when the first generation ended.
@@ -82,6 +114,75 @@ func (g *genLog) firstEnd() (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return g.ended[0], true
+}
+
+// producePerPartition writes, for each kind in turn, one record to every
+// partition p with key and value "p<p>-<kind>".
+func producePerPartition(tb testing.TB, brokers []string, topic string, parts int, kinds ...string) {
+	tb.Helper()
+	w := kafkax.NewWriter(brokers, kafkax.WriterOptions{})
+	defer w.Close()
+	w.Balancer = kafka.BalancerFunc(func(m kafka.Message, _ ...int) int {
+		p, _ := strconv.Atoi(strings.TrimPrefix(strings.SplitN(string(m.Key), "-", 2)[0], "p"))
+		return p
+	})
+	for _, kind := range kinds {
+		var msgs []kafka.Message
+		for p := range parts {
+			k := "p" + strconv.Itoa(p) + "-" + kind
+			msgs = append(msgs, kafka.Message{Topic: topic, Key: []byte(k), Value: []byte(k + "|0|")})
+		}
+		if err := w.WriteMessages(context.Background(), msgs...); err != nil {
+			tb.Fatalf("produce: %v", err)
+		}
+	}
+}
+
+// handler returns member's handler: it logs each call; a record whose key
+// ends in "-block" runs until its context is cancelled.
+func (h *handleLog) handler(member string) HandlerFunc[seqRec] {
+	return func(ctx context.Context, r *Record[seqRec]) error {
+		h.begin(member, r.Value.key)
+		defer h.end(member, r.Value.key)
+		if strings.HasSuffix(r.Value.key, "-block") {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	}
+}
+
+// drainConfig is baseConfig with the broker's shortest session and no
+// periodic commits: every commit is a generation's final commit.
+func drainConfig(tb testing.TB, brokers []string, topic string) Config {
+	cfg := baseConfig(tb, brokers, topic)
+	cfg.SessionTimeout = 6 * time.Second
+	cfg.HeartbeatInterval = 500 * time.Millisecond
+	cfg.CommitInterval = time.Hour
+	return cfg
+}
+
+// startMember runs a consumer of cfg as member, with hl's handler and a
+// genLog as its logger, and returns the log and the consumer's stop.
+func startMember(tb testing.TB, cfg Config, hl *handleLog, member string) (*genLog, func()) {
+	tb.Helper()
+	gl := &genLog{}
+	cfg.Logger = slog.New(gl)
+	c, err := New(cfg, decodeSeq, hl.handler(member))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return gl, runConsumer(tb, c)
+}
+
+// blocked reports an error unless n block records are running.
+func (h *handleLog) blocked(n int) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.running) != n {
+		return fmt.Errorf("%d block records running, want %d", len(h.running), n)
+	}
+	return nil
 }
 
 // TestDrainLongerThanSessionKeepsPartitions: two members each hold a record
@@ -98,65 +199,16 @@ func TestDrainLongerThanSessionKeepsPartitions(t *testing.T) {
 
 	// Every partition p holds "p<p>-fast" at offset 0 (done at once) and
 	// "p<p>-block" at offset 1 (runs until its context is cancelled).
-	w := kafkax.NewWriter(brokers, kafkax.WriterOptions{})
-	w.Balancer = kafka.BalancerFunc(func(m kafka.Message, _ ...int) int {
-		p, _ := strconv.Atoi(strings.TrimPrefix(strings.SplitN(string(m.Key), "-", 2)[0], "p"))
-		return p
-	})
-	for _, kind := range []string{"fast", "block"} {
-		var msgs []kafka.Message
-		for p := range parts {
-			k := "p" + strconv.Itoa(p) + "-" + kind
-			msgs = append(msgs, kafka.Message{Topic: topic, Key: []byte(k), Value: []byte(k + "|0|")})
-		}
-		if err := w.WriteMessages(context.Background(), msgs...); err != nil {
-			t.Fatalf("produce: %v", err)
-		}
-	}
-	_ = w.Close()
-
+	producePerPartition(t, brokers, topic, parts, "fast", "block")
 	hl := &handleLog{running: map[string]string{}}
-	handler := func(member string) HandlerFunc[seqRec] {
-		return func(ctx context.Context, r *Record[seqRec]) error {
-			hl.begin(member, r.Value.key)
-			defer hl.end(member, r.Value.key)
-			if strings.HasSuffix(r.Value.key, "-block") {
-				<-ctx.Done()
-				return ctx.Err()
-			}
-			return nil
-		}
-	}
-	cfg := baseConfig(t, brokers, topic)
-	cfg.SessionTimeout = 6 * time.Second // the broker's minimum
-	cfg.HeartbeatInterval = 500 * time.Millisecond
+	cfg := drainConfig(t, brokers, topic)
 	cfg.RebalanceTimeout = 20 * time.Second
 	cfg.DrainTimeout = 9 * time.Second
-	// No periodic commits: every commit in this test is a generation's
-	// final commit.
-	cfg.CommitInterval = time.Hour
-
-	start := func(member string) (*genLog, func()) {
-		gl := &genLog{}
-		mc := cfg
-		mc.Logger = slog.New(gl)
-		c, err := New(mc, decodeSeq, handler(member))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return gl, runConsumer(t, c)
-	}
+	start := func(member string) (*genLog, func()) { return startMember(t, cfg, hl, member) }
 	glA, stopA := start("A")
 	glB, stopB := start("B")
 	// Wait until every block record runs on A or B.
-	testkit.Eventually(t, 60*time.Second, func() error {
-		hl.mu.Lock()
-		defer hl.mu.Unlock()
-		if n := len(hl.running); n != parts {
-			return fmt.Errorf("%d block records running, want %d", n, parts)
-		}
-		return nil
-	})
+	testkit.Eventually(t, 60*time.Second, func() error { return hl.blocked(parts) })
 	joined := time.Now()
 	_, stopC := start("C")
 	defer func() { // the three drains run in parallel, not one after the other
@@ -244,5 +296,50 @@ func TestValidateDrainAgainstGroupTimeouts(t *testing.T) {
 				t.Errorf("Validate: %v, want an error naming %s", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestDrainEndsWhenMembershipLost: a member whose handlers are blocked
+// until cancelled is removed from the group by the coordinator (here by a
+// LeaveGroup naming it). Its partitions may go to another member at once,
+// so it must cancel its handlers and end its generation at once instead of
+// draining for DrainTimeout (20s).
+func TestDrainEndsWhenMembershipLost(t *testing.T) {
+	t.Parallel()
+	brokers := testkit.KafkaBrokers(t)
+	const parts = 2
+	topic := testkit.Topic(t, brokers, parts)
+	producePerPartition(t, brokers, topic, parts, "block")
+	hl := &handleLog{running: map[string]string{}}
+	cfg := drainConfig(t, brokers, topic)
+	cfg.RebalanceTimeout = 30 * time.Second
+	cfg.DrainTimeout = 20 * time.Second
+	gl, _ := startMember(t, cfg, hl, "A")
+	testkit.Eventually(t, 60*time.Second, func() error { return hl.blocked(parts) })
+
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
+	removed := time.Now()
+	res, err := client.LeaveGroup(context.Background(), &kafka.LeaveGroupRequest{
+		GroupID: cfg.GroupID, Members: []kafka.LeaveGroupRequestMember{{ID: gl.memberID()}}})
+	if err == nil {
+		err = res.Error
+	}
+	if err == nil && len(res.Members) > 0 {
+		err = res.Members[0].Error
+	}
+	if err != nil {
+		t.Fatalf("remove member %s: %v", gl.memberID(), err)
+	}
+	testkit.Eventually(t, 30*time.Second, func() error {
+		if _, ok := gl.firstEnd(); !ok {
+			return fmt.Errorf("generation not ended %s after the member was removed", time.Since(removed).Round(time.Millisecond))
+		}
+		return nil
+	})
+	// kafka-go learns of the removal at its next heartbeat, the drain at
+	// the drain's first heartbeat: two intervals, plus slack.
+	if ended, _ := gl.firstEnd(); ended.Sub(removed) > 3*time.Second {
+		t.Errorf("generation ended %s after the member was removed, want within 3s (drain timeout %s); consumer warnings: %q",
+			ended.Sub(removed).Round(time.Millisecond), cfg.DrainTimeout, gl.warningLines())
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
+	"github.com/segmentio/kafka-go/protocol/heartbeat"
 )
 
 // DrainMargin is the time a generation keeps beyond DrainTimeout for its
@@ -53,9 +55,11 @@ func (c *Consumer[T]) holdSession(gctx context.Context, stop <-chan struct{}, ge
 	tick := time.NewTicker(c.cfg.HeartbeatInterval)
 	defer tick.Stop()
 	hb := &heartbeater{
-		client: &kafka.Client{Addr: kafka.TCP(c.cfg.Brokers...), Timeout: c.cfg.HeartbeatInterval},
-		req:    kafka.HeartbeatRequest{GroupID: gen.GroupID, GenerationID: gen.ID, MemberID: gen.MemberID},
+		client:  &kafka.Client{Addr: kafka.TCP(c.cfg.Brokers...)},
+		timeout: c.cfg.HeartbeatInterval,
+		req:     heartbeat.Request{GroupID: gen.GroupID, GenerationID: gen.ID, MemberID: gen.MemberID},
 	}
+	defer hb.close()
 	for {
 		select {
 		case <-stop:
@@ -82,35 +86,68 @@ func (c *Consumer[T]) holdSession(gctx context.Context, stop <-chan struct{}, ge
 	}
 }
 
-// heartbeater sends one member's heartbeats to its group coordinator.
-// Not safe for concurrent use.
+// heartbeater sends one member's heartbeats to its group coordinator on a
+// connection of its own. It speaks version 0 of the Heartbeat API through
+// kafka-go's protocol package: kafka-go's Client.Heartbeat negotiates a
+// later version and decodes its response fields in the wrong order, so
+// that every error code reads as success (segmentio/kafka-go#1371). Not
+// safe for concurrent use.
 type heartbeater struct {
-	client *kafka.Client
-	req    kafka.HeartbeatRequest // Addr is the coordinator, nil until found
+	client  *kafka.Client // finds the coordinator
+	timeout time.Duration // per lookup, dial and heartbeat
+	req     heartbeat.Request
+	conn    net.Conn // to the coordinator; nil until dialled, and after an error
+	corr    int32    // last correlation id
 }
 
-// beat sends one heartbeat and returns the coordinator's answer. It looks
-// the coordinator up first when it is not known, and again after an error.
+// beat sends one heartbeat and returns the coordinator's answer as a
+// kafka.Error (nil: acknowledged). It looks the coordinator up and
+// connects when it has no connection, and drops the connection after any
+// answer but success or a rebalance in progress.
 func (h *heartbeater) beat() error {
-	ctx, cancel := context.WithTimeout(context.Background(), h.client.Timeout)
-	defer cancel()
-	if h.req.Addr == nil {
-		res, err := h.client.FindCoordinator(ctx, &kafka.FindCoordinatorRequest{Key: h.req.GroupID, KeyType: kafka.CoordinatorKeyTypeConsumer})
-		if err == nil {
-			err = res.Error
+	if h.conn == nil {
+		if err := h.connect(); err != nil {
+			return err
 		}
-		if err != nil {
-			return fmt.Errorf("find the coordinator of group %s: %w", h.req.GroupID, err)
-		}
-		h.req.Addr = kafka.TCP(net.JoinHostPort(res.Coordinator.Host, strconv.Itoa(res.Coordinator.Port)))
 	}
-	res, err := h.client.Heartbeat(ctx, &h.req)
+	h.corr++
+	_ = h.conn.SetDeadline(time.Now().Add(h.timeout))
+	m, err := protocol.RoundTrip(h.conn, 0, h.corr, "notiflow-consume", &h.req)
 	if err == nil {
-		err = res.Error
+		if code := m.(*heartbeat.Response).ErrorCode; code != 0 {
+			err = kafka.Error(code)
+		}
 	}
 	if err != nil && !errors.Is(err, kafka.RebalanceInProgress) {
-		h.req.Addr = nil
+		h.close()
 		return fmt.Errorf("heartbeat to the coordinator of group %s: %w", h.req.GroupID, err)
 	}
 	return err
+}
+
+// connect finds the group's coordinator and connects to it.
+func (h *heartbeater) connect() error {
+	ctx, cancel := context.WithTimeout(context.Background(), h.timeout)
+	defer cancel()
+	res, err := h.client.FindCoordinator(ctx, &kafka.FindCoordinatorRequest{Key: h.req.GroupID, KeyType: kafka.CoordinatorKeyTypeConsumer})
+	if err == nil {
+		err = res.Error
+	}
+	if err != nil {
+		return fmt.Errorf("find the coordinator of group %s: %w", h.req.GroupID, err)
+	}
+	addr := net.JoinHostPort(res.Coordinator.Host, strconv.Itoa(res.Coordinator.Port))
+	var d net.Dialer
+	if h.conn, err = d.DialContext(ctx, "tcp", addr); err != nil {
+		return fmt.Errorf("connect to the coordinator of group %s at %s: %w", h.req.GroupID, addr, err)
+	}
+	return nil
+}
+
+// close drops the connection, if any.
+func (h *heartbeater) close() {
+	if h.conn != nil {
+		_ = h.conn.Close()
+		h.conn = nil
+	}
 }
