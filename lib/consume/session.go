@@ -71,11 +71,12 @@ func (c *Consumer[T]) holdSession(gctx context.Context, stop <-chan struct{}, ge
 			return
 		case <-tick.C:
 		}
+		sent := time.Now() // the coordinator restarts the session clock no earlier
 		err := hb.beat()
 		switch {
 		case err == nil || errors.Is(err, kafka.RebalanceInProgress):
-			lastAck = time.Now()
-			expiry.Reset(c.cfg.SessionTimeout - DrainMargin)
+			lastAck = sent
+			expiry.Reset(time.Until(lastAck.Add(c.cfg.SessionTimeout - DrainMargin)))
 		case errors.Is(err, kafka.UnknownMemberId), errors.Is(err, kafka.IllegalGeneration), errors.Is(err, kafka.FencedInstanceID):
 			log.Error("membership lost while draining; cancelling handlers", "err", err)
 			cancel()
