@@ -164,8 +164,6 @@ func checkDrains(t *testing.T, procs []*harness.Proc) {
 				deadlines++
 			case strings.Contains(line, `"msg":"final commit"`), strings.Contains(line, `"msg":"commit offsets"`):
 				t.Errorf("%s: a commit was refused: %s", p.Name, line)
-			case strings.Contains(line, `"msg":"in-flight claims lost`):
-				t.Errorf("%s: %s", p.Name, line)
 			}
 		}
 	}
