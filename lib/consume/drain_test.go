@@ -60,6 +60,7 @@ func (h *handleLog) snapshot() ([]handleBegin, []string) {
 type genLog struct {
 	mu       sync.Mutex
 	ended    []time.Time
+	joined   []time.Time
 	member   string
 	warnings []string // warnings and errors, with their attributes
 }
@@ -82,6 +83,7 @@ func (g *genLog) Handle(_ context.Context, r slog.Record) error {
 	case "generation ended":
 		g.ended = append(g.ended, r.Time)
 	case "joined generation":
+		g.joined = append(g.joined, r.Time)
 		r.Attrs(func(a slog.Attr) bool {
 			if a.Key == "member" {
 				g.member = a.Value.String()
@@ -107,13 +109,18 @@ func (g *genLog) memberID() string {
 }
 
 // firstEnd returns when the first generation ended.
-func (g *genLog) firstEnd() (time.Time, bool) {
+func (g *genLog) firstEnd() (time.Time, bool) { return g.first(&g.ended) }
+
+// firstJoin returns when the first generation was joined.
+func (g *genLog) firstJoin() (time.Time, bool) { return g.first(&g.joined) }
+
+func (g *genLog) first(times *[]time.Time) (time.Time, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if len(g.ended) == 0 {
+	if len(*times) == 0 {
 		return time.Time{}, false
 	}
-	return g.ended[0], true
+	return (*times)[0], true
 }
 
 // producePerPartition writes, for each kind in turn, one record to every
@@ -210,7 +217,7 @@ func TestDrainLongerThanSessionKeepsPartitions(t *testing.T) {
 	// Wait until every block record runs on A or B.
 	testkit.Eventually(t, 60*time.Second, func() error { return hl.blocked(parts) })
 	joined := time.Now()
-	_, stopC := start("C")
+	glC, stopC := start("C")
 	defer func() { // the three drains run in parallel, not one after the other
 		var wg sync.WaitGroup
 		for _, stop := range []func(){stopA, stopB, stopC} {
@@ -251,6 +258,10 @@ func TestDrainLongerThanSessionKeepsPartitions(t *testing.T) {
 		}
 		return fmt.Errorf("the joining member handled nothing yet")
 	})
+	// The joining member fetches nothing before it has a generation.
+	if joinC, _ := glC.firstJoin(); joinC.Before(oldEnd) {
+		t.Errorf("member C joined its first generation %s before the old generations returned", oldEnd.Sub(joinC).Round(time.Millisecond))
+	}
 	begins, overlap := hl.snapshot()
 	for _, b := range begins {
 		if b.at.After(joined) && b.at.Before(oldEnd) {
