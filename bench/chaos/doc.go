@@ -7,6 +7,6 @@
 // services' own counters.
 //
 // `make test` runs the trimmed set (scenarios 1, 2 and 9); `make test-chaos`
-// runs every scenario (NOTIFLOW_CHAOS=all) and writes
-// bench/results/chaos-latest.json.
+// runs every scenario (NOTIFLOW_CHAOS=all; a comma-separated list of
+// numbers runs those) and writes bench/results/chaos-latest.json.
 package chaos

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -104,6 +103,25 @@ var scenarios = []scenario{
 		}
 		return nil
 	}},
+	{11, "hot-partition-kafka-restarted", layout{2, 2}, func(t *testing.T, w *world) map[string]string {
+		// The broker is stopped as the burst reaches the outbox: relay
+		// passes fail while it stops and is down, the burst piles up in the
+		// outbox and is published, in relay batches holding several writer
+		// batches of the hot partition, while the broker comes back.
+		must(t, w.waitOutbox(0.05, 2*time.Minute))
+		published := w.schedulerSum("notiflow_scheduler_published_total")
+		w.outage("kafka", 0)
+		restarted := time.Now()
+		t.Logf("published when the broker was stopped: %.0f of %d; relay passes failed: %.0f",
+			published, w.n, w.schedulerSum("notiflow_scheduler_relay_errors_total"))
+		t.Cleanup(func() { // after verify: how long the relay took to catch up
+			var at time.Time
+			if err := w.db.QueryRow(`SELECT updated_at FROM outbox_relay WHERE id = 1`).Scan(&at); err == nil {
+				t.Logf("relay cursor last moved %.1fs after the broker was back", at.Sub(restarted).Seconds())
+			}
+		})
+		return nil
+	}},
 	{12, "dead-endpoint-rebalance", layout{2, 2}, deadEndpointRebalance},
 }
 
@@ -184,6 +202,68 @@ func waitFor(timeout time.Duration, cond func() bool) error {
 	return nil
 }
 
+// loads overrides the recipients and spread of a scenario's targets.
+var loads = map[int]struct {
+	recipients []string
+	spread     time.Duration
+}{
+	// Scenario 11: 100 recipients, 60 of them on partition 0, so that a
+	// relay batch of 5,000 rows holds about 3,000 of that partition (three
+	// of kafka-go's 1,000-record writer batches) while each recipient has
+	// 200 notifications; all due within the same second, so that the claims
+	// fill the outbox in one burst.
+	11: {recipients: hotRecipients(60, 40), spread: time.Second},
+}
+
+// hotRecipients returns hot recipient ids that murmur2 maps to partition 0
+// of the scenario topics, then cold ids that it maps to other partitions.
+func hotRecipients(hot, cold int) []string {
+	parts := make([]int, topicPartitions)
+	for i := range parts {
+		parts[i] = i
+	}
+	var hots, colds []string
+	for i := 0; len(hots) < hot || len(colds) < cold; i++ {
+		id := recipientID(i)
+		switch p := (kafka.Murmur2Balancer{}).Balance(kafka.Message{Key: []byte(id)}, parts...); {
+		case p == 0 && len(hots) < hot:
+			hots = append(hots, id)
+		case p != 0 && len(colds) < cold:
+			colds = append(colds, id)
+		}
+	}
+	return append(hots, colds...)
+}
+
+// schedulerSum adds up a counter over the running schedulers.
+func (w *world) schedulerSum(metric string) float64 {
+	var sum float64
+	for _, p := range w.stack.Procs("scheduler") {
+		if v := metricValue(p.Addr, metric); v > 0 {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// selected reports whether NOTIFLOW_CHAOS selects scenario id: "all", a
+// comma-separated list of scenario numbers, or unset for the trimmed set.
+func selected(id int) bool {
+	v := os.Getenv("NOTIFLOW_CHAOS")
+	switch v {
+	case "all":
+		return true
+	case "":
+		return trimmed[id]
+	}
+	for _, f := range strings.Split(v, ",") {
+		if strings.TrimSpace(f) == strconv.Itoa(id) {
+			return true
+		}
+	}
+	return false
+}
+
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
@@ -194,19 +274,6 @@ func must(t *testing.T, err error) {
 // trimmed is the set that runs inside make test.
 var trimmed = map[int]bool{1: true, 2: true, 9: true}
 
-// selected reports whether NOTIFLOW_CHAOS selects scenario id: "all",
-// a comma-separated list of ids, or unset for the trimmed set.
-func selected(id int) bool {
-	switch v := os.Getenv("NOTIFLOW_CHAOS"); v {
-	case "all":
-		return true
-	case "":
-		return trimmed[id]
-	default:
-		return slices.Contains(strings.Split(v, ","), strconv.Itoa(id))
-	}
-}
-
 func TestChaos(t *testing.T) {
 	var mu sync.Mutex
 	var results []outcome
@@ -216,7 +283,11 @@ func TestChaos(t *testing.T) {
 		}
 		t.Run(fmt.Sprintf("%02d-%s", sc.id, sc.name), func(t *testing.T) {
 			w := newWorld(t, strings.ReplaceAll(sc.name, "-", "_"), sc.layout)
-			w.createTargets(notifications, recipients, lead, spread)
+			rcpts, sp := recipients, spread
+			if l, ok := loads[sc.id]; ok {
+				w.names, rcpts, sp = l.recipients, len(l.recipients), l.spread
+			}
+			w.createTargets(notifications, rcpts, lead, sp)
 			dlq := sc.inject(t, w)
 			faultOver := time.Now()
 			w.settle(4*time.Minute, 3*time.Second)

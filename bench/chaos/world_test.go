@@ -52,6 +52,9 @@ func runMain(m *testing.M) int {
 	return m.Run()
 }
 
+// topicPartitions is the partition count of every scenario topic.
+const topicPartitions = 12
+
 // layout says how many processes of each service a scenario runs.
 type layout struct {
 	schedulers, dispatchers int
@@ -71,6 +74,7 @@ type world struct {
 	dueHi  time.Time
 	hooks  map[int64]bool // target id -> webhook channel
 	expect map[occ]bool
+	names  []string // recipient ids when the scenario chooses them
 }
 
 // occ identifies an occurrence: target id and occurrence time (µs).
@@ -88,7 +92,7 @@ func newWorld(t *testing.T, name string, l layout) *world {
 	}
 	t.Cleanup(func() { _ = w.iso.DeleteTopics(context.Background(), w.deps) })
 	token := "chaos-" + w.iso.Name
-	base, err := w.iso.Env(w.deps, 12, token)
+	base, err := w.iso.Env(w.deps, topicPartitions, token)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +177,7 @@ func (w *world) createTargets(n, recipients int, lead, spread time.Duration) {
 		dues := make([]time.Time, 0, hi-lo)
 		for i := lo; i < hi; i++ {
 			due := base.Add(time.Duration(int64(spread) * int64(i) / int64(n))).Truncate(time.Second)
-			tg := target{RecipientID: fmt.Sprintf("r%05d", i%recipients), Channel: "inbox", TemplateID: "welcome",
+			tg := target{RecipientID: w.recipient(i % recipients), Channel: "inbox", TemplateID: "welcome",
 				Params: map[string]string{"name": fmt.Sprintf("user %d", i)}, DueAt: due.UTC().Format(time.RFC3339Nano)}
 			if i%2 == 0 {
 				tg.Channel, tg.WebhookURL = "webhook", w.recv.URL()
@@ -196,6 +200,17 @@ func (w *world) createTargets(n, recipients int, lead, spread time.Duration) {
 		}
 	}
 }
+
+// recipient is the id of the i-th recipient: w.names[i] when the scenario
+// chose them, else r00000, r00001, ...
+func (w *world) recipient(i int) string {
+	if w.names != nil {
+		return w.names[i]
+	}
+	return recipientID(i)
+}
+
+func recipientID(i int) string { return fmt.Sprintf("r%05d", i) }
 
 // persisted counts distinct occurrences in the notifications table.
 func (w *world) persisted() (int, error) {

@@ -3,6 +3,7 @@ package consume
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -62,6 +63,19 @@ func (g *generation[T]) flushLoop() {
 	}
 }
 
+// callBatch calls the batch handler once on recs; a panic in it comes back
+// as a permanent error wrapping ErrPanic, so the batch is dead lettered at
+// once, as for any permanent batch failure.
+func (g *generation[T]) callBatch(recs []*Record[T]) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			first := recs[0].Msg
+			err = g.c.recovered(v, "records", len(recs), "first_partition", first.Topic+"/"+strconv.Itoa(first.Partition), "first_offset", first.Offset)
+		}
+	}()
+	return g.c.batch.HandleBatch(g.hctx, recs)
+}
+
 // handleBatch dead letters the undecodable records of batch, then runs the
 // handler on the rest until it succeeds, retrying with backoff. With
 // BatchMaxAttempts set, a batch that keeps failing is dead lettered whole.
@@ -90,7 +104,7 @@ func (g *generation[T]) handleBatch(batch []*job[T]) {
 	c.m.batchSize.WithLabelValues(c.cfg.GroupID).Observe(float64(len(recs)))
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
-		err := c.batch.HandleBatch(g.hctx, recs)
+		err := g.callBatch(recs)
 		g.latency.Observe(time.Since(start).Seconds())
 		if err == nil {
 			c.failing.Store(nil)

@@ -75,6 +75,12 @@ const (
 	DefaultRebalanceTimeout        = 30 * time.Second
 )
 
+// DefaultMaxUncommittedPerPartition is the default of
+// Config.MaxUncommittedPerPartition: seconds of one busy partition's
+// records, room for ordinary retries behind a slow record without pausing,
+// and a bounded redelivery after a crash.
+const DefaultMaxUncommittedPerPartition = 20_000
+
 // DeadLetterer sends records that cannot be processed to the dead-letter
 // topic and returns once they are durable. kafkax.DeadLetter implements it.
 type DeadLetterer interface {
@@ -98,6 +104,14 @@ type Config struct {
 	MaxInFlight int
 	// MaxInFlightPerPartition bounds the same per partition.
 	MaxInFlightPerPartition int
+	// MaxUncommittedPerPartition bounds a partition's window: the records
+	// from its first unfinished one to the fetch position, finished or
+	// not, none of which can be committed yet. Fetching of a partition
+	// pauses while its window is full, so a crash redelivers at most this
+	// many records per partition. At least MaxInFlightPerPartition; zero
+	// takes the larger of DefaultMaxUncommittedPerPartition and
+	// MaxInFlightPerPartition.
+	MaxUncommittedPerPartition int
 	// CommitInterval is how often completed offsets are committed.
 	CommitInterval time.Duration
 	// DrainTimeout bounds how long running handlers may take to finish at
@@ -183,6 +197,9 @@ func (c *Config) setDefaults() {
 	if c.MaxInFlightPerPartition > c.MaxInFlight {
 		c.MaxInFlightPerPartition = c.MaxInFlight
 	}
+	if c.MaxUncommittedPerPartition == 0 {
+		c.MaxUncommittedPerPartition = max(DefaultMaxUncommittedPerPartition, c.MaxInFlightPerPartition)
+	}
 }
 
 func setDefault[T comparable](p *T, def T) {
@@ -205,6 +222,8 @@ func (c *Config) Validate() error {
 		return errors.New("consume: no dead-letter sink")
 	case c.Workers < 1 || c.MaxInFlight < 1 || c.BatchSize < 1 || c.BatchConcurrency < 1:
 		return errors.New("consume: workers, in-flight bounds, batch size and batch concurrency must be positive")
+	case c.MaxUncommittedPerPartition < c.MaxInFlightPerPartition:
+		return fmt.Errorf("consume: MaxUncommittedPerPartition %d must be at least MaxInFlightPerPartition %d", c.MaxUncommittedPerPartition, c.MaxInFlightPerPartition)
 	case c.SessionTimeout < 3*c.HeartbeatInterval+DrainMargin:
 		return fmt.Errorf("consume: SessionTimeout %s must be at least 3 HeartbeatIntervals (%s) plus DrainMargin (%s)",
 			c.SessionTimeout, c.HeartbeatInterval, DrainMargin)

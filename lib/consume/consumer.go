@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,12 @@ import (
 // ErrOversized is the dead-letter reason of a value over MaxValueBytes.
 var ErrOversized = errors.New("value over the size limit")
 
+// ErrPanic is the dead-letter reason of records whose handler panicked,
+// followed by the panic's value (the stack goes to the log). A panic is a
+// bug, not a passing failure: the records are dead lettered at once, never
+// retried, and the panic is counted (handler_panics_total).
+var ErrPanic = errors.New("handler panicked")
+
 // Record is one consumed record and its decoded value.
 type Record[T any] struct {
 	Msg   kafka.Message
@@ -30,7 +37,8 @@ type Decoder[T any] func(msg *kafka.Message) (T, error)
 
 // Handler handles one record. It must return promptly once ctx ends (ctx
 // ends when the drain deadline passes, not when the generation ends).
-// Returning nil marks the record done; an error is retried (see Permanent).
+// Returning nil marks the record done; an error is retried (see Permanent);
+// a panic is recovered and dead letters the record at once (see ErrPanic).
 // rec belongs to the runtime again once Handle returns: keep a copy of
 // what is needed later, never the pointer.
 type Handler[T any] interface {
@@ -45,8 +53,10 @@ func (f HandlerFunc[T]) Handle(ctx context.Context, rec *Record[T]) error { retu
 
 // BatchHandler handles a batch of records, possibly from several partitions.
 // Returning nil marks every record of the batch done; an error retries the
-// whole batch. It must return promptly once ctx ends. The records belong
-// to the runtime again once HandleBatch returns: never keep the pointers.
+// whole batch; a panic is recovered and dead letters the whole batch at
+// once (see ErrPanic). It must return promptly once ctx ends. The records
+// belong to the runtime again once HandleBatch returns: never keep the
+// pointers.
 type BatchHandler[T any] interface {
 	HandleBatch(ctx context.Context, recs []*Record[T]) error
 }
@@ -186,6 +196,10 @@ type partition struct {
 	inFlight  *gate
 	committed int64 // touched only by the commit path
 	hwm       atomic.Int64
+	// window bounds tr's window (Config.MaxUncommittedPerPartition): a
+	// place per fetched record, given back as records leave the window
+	// (complete).
+	window *gate
 	// nConsumed and nProcessed count records cheaply on the hot path;
 	// the committer moves them into the Prometheus counters (flushCounts).
 	nConsumed, nProcessed atomic.Int64
@@ -373,6 +387,7 @@ func (c *Consumer[T]) runGeneration(ctx, gctx context.Context, gen *kafka.Genera
 	for _, p := range g.parts {
 		c.m.lag.DeleteLabelValues(c.cfg.GroupID, p.topic, strconv.Itoa(p.id))
 		c.m.committedOffset.DeleteLabelValues(c.cfg.GroupID, p.topic, strconv.Itoa(p.id))
+		c.m.uncommitted.DeleteLabelValues(c.cfg.GroupID, p.topic, strconv.Itoa(p.id))
 	}
 	log.Info("generation ended")
 }
@@ -383,6 +398,7 @@ func (c *Consumer[T]) newPartition(topic string, a kafka.PartitionAssignment) *p
 		topic: topic, id: a.ID, name: topic + "/" + strconv.Itoa(a.ID),
 		tr:           newTracker(a.Offset),
 		inFlight:     newGate(c.cfg.MaxInFlightPerPartition),
+		window:       newGate(c.cfg.MaxUncommittedPerPartition),
 		committed:    a.Offset,
 		consumed:     c.m.consumed.WithLabelValues(group, topic),
 		processed:    c.m.processed.WithLabelValues(group, topic),
@@ -465,11 +481,18 @@ func (g *generation[T]) fetch(ctx context.Context, p *partition) {
 			continue
 		}
 		attempt = 1
+		// The window first: a partition paused behind an unfinished
+		// record holds no in-flight place meanwhile.
+		if !p.window.take(ctx) {
+			return
+		}
 		if !p.inFlight.take(ctx) {
+			p.window.give()
 			return
 		}
 		if !c.inFlight.take(ctx) {
 			p.inFlight.give()
+			p.window.give()
 			return
 		}
 		p.tr.add(msg.Offset)
@@ -554,7 +577,9 @@ func (g *generation[T]) release(j *job[T]) {
 
 // complete marks j done so its offset may be committed.
 func (g *generation[T]) complete(j *job[T]) {
-	j.part.tr.done(j.rec.Msg.Offset)
+	if n := j.part.tr.done(j.rec.Msg.Offset); n > 0 {
+		j.part.window.giveN(n)
+	}
 	g.release(j)
 }
 
@@ -614,7 +639,7 @@ func (g *generation[T]) handle(j *job[T]) {
 func (g *generation[T]) runOnce(j *job[T]) error {
 	j.attempt++
 	start := g.mono()
-	err := g.c.handler.Handle(g.hctx, &j.rec)
+	err := g.callHandler(j)
 	took := g.mono() - start
 	g.latency.Observe(float64(took) / 1e9)
 	// A moving average with weight 1/8; concurrent updates may lose one,
@@ -626,6 +651,28 @@ func (g *generation[T]) runOnce(j *job[T]) error {
 		g.complete(j)
 	}
 	return err
+}
+
+// callHandler calls the handler on j once; a panic in it comes back as a
+// permanent error wrapping ErrPanic.
+func (g *generation[T]) callHandler(j *job[T]) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = g.c.recovered(v, "partition", j.part.name, "offset", j.rec.Msg.Offset)
+		}
+	}()
+	return g.c.handler.Handle(g.hctx, &j.rec)
+}
+
+// recovered turns v, recovered from a handler's panic, into a permanent
+// error wrapping ErrPanic, counts it and logs it with the stack (call it in
+// the deferred function that recovered, so the stack is the panic's);
+// attrs say which records the handler had.
+func (c *Consumer[T]) recovered(v any, attrs ...any) error {
+	c.m.panics.WithLabelValues(c.cfg.GroupID).Inc()
+	attrs = append(attrs, "group", c.cfg.GroupID, "panic", v, "stack", string(debug.Stack()))
+	c.cfg.Logger.Error("handler panicked; dead-lettering without retry", attrs...)
+	return Permanent(fmt.Errorf("%w: %v", ErrPanic, v))
 }
 
 // deadLetter sends jobs to the DLQ with reason (each job's own decode error
@@ -689,6 +736,7 @@ func (g *generation[T]) commit() error {
 		if hwm := p.hwm.Load(); hwm > 0 && ok {
 			g.c.m.lag.WithLabelValues(group, p.topic, strconv.Itoa(p.id)).Set(float64(max(hwm-off, 0)))
 		}
+		g.c.m.uncommitted.WithLabelValues(group, p.topic, strconv.Itoa(p.id)).Set(float64(p.tr.size()))
 		if !ok || off <= p.committed {
 			continue
 		}

@@ -35,15 +35,30 @@
 // Errors. A handler error is retried with exponential backoff and jitter up
 // to MaxAttempts; then the record goes to the dead-letter topic with its
 // reason and counts as done. An error wrapped with Permanent skips the
-// retries. A value the Decoder rejects never reaches the handler: it is dead
-// lettered at once. Tombstones (nil values) are skipped and counted. A record
-// is only marked done once its dead letter has been acknowledged, so nothing
-// disappears without a trace.
+// retries. A handler that panics (per-record or batch, on a worker or on
+// a fetcher) is recovered: a panic is a bug that would recur on every
+// attempt and on every member, so its records are dead lettered at once
+// with ErrPanic and the panic's value as the reason, the stack is logged,
+// handler_panics_total counts it, and the consumer moves on. A value the
+// Decoder rejects never reaches the handler: it is dead lettered at once.
+// Tombstones (nil values) are skipped and counted. A record is only marked
+// done once its dead letter has been acknowledged, so nothing disappears
+// without a trace.
 //
 // Backpressure. At most MaxInFlight records per process and
 // MaxInFlightPerPartition per partition exist between fetch and completion;
 // when either bound is reached the partition reader stops being drained, its
 // small prefetch queue fills and fetching pauses, whatever the lag.
+//
+// Redelivery bound. A partition's window, the records from its lowest
+// unfinished offset to its fetch position (finished or not), cannot be
+// committed: a crash redelivers it, with whatever left it since the last
+// commit (about one CommitInterval's worth). It holds at most
+// MaxUncommittedPerPartition records: when it is full, fetching of that
+// partition pauses until the record at its start finishes (or is dead
+// lettered), so one stuck record stalls its own partition after that many
+// records instead of growing the bookkeeping and the redelivery without
+// bound. The uncommitted gauge shows each partition's window.
 //
 // Cost per record. The hot path takes no channel operation for the
 // in-flight bounds (atomic gates), recycles its bookkeeping (a record

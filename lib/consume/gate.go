@@ -68,8 +68,11 @@ func (g *gate) tryTake() bool {
 }
 
 // give gives a place back.
-func (g *gate) give() {
-	g.n.Add(-1)
+func (g *gate) give() { g.giveN(1) }
+
+// giveN gives n places back.
+func (g *gate) giveN(n int) {
+	g.n.Add(-int64(n))
 	if g.sleeping.Load() {
 		g.mu.Lock()
 		g.sleeping.Store(false)

@@ -13,9 +13,10 @@ type metrics struct {
 	handlerSeconds                                      *prometheus.HistogramVec
 	batchSize                                           *prometheus.HistogramVec
 	inFlight                                            *prometheus.GaugeVec
-	committedOffset, lag                                *prometheus.GaugeVec
+	committedOffset, lag, uncommitted                   *prometheus.GaugeVec
 	rebalances                                          *prometheus.CounterVec
 	takeovers                                           *prometheus.CounterVec
+	panics                                              *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -44,9 +45,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		inFlight:        gauge("in_flight", "Records fetched and not yet done.", "group"),
 		committedOffset: gauge("committed_offset", "Last committed offset per partition.", "group", "topic", "partition"),
 		lag:             gauge("lag", "High watermark minus committed offset per partition.", "group", "topic", "partition"),
-		rebalances:      counter("rebalances_total", "Generations joined.", "group"),
+		uncommitted: gauge("uncommitted", "Records per partition from the first unfinished one to the fetch position, finished or not: what a crash would redeliver. "+
+			"Fetching of the partition pauses while it is at MaxUncommittedPerPartition.", "group", "topic", "partition"),
+		rebalances: counter("rebalances_total", "Generations joined.", "group"),
 		takeovers: counter("fetch_takeovers_total",
 			"Records run on the fetching goroutine (short handlers) that took longer than 5 ms, so that another goroutine took over the partition's fetching.", "group"),
+		panics: counter("handler_panics_total", "Handler calls (a record, or a batch) that panicked; their records are dead lettered.", "group"),
 	}
 }
 

@@ -32,26 +32,39 @@ func (t *tracker) add(off int64) {
 	t.mu.Unlock()
 }
 
-// done marks off as finished. Unknown offsets are ignored.
-func (t *tracker) done(off int64) {
+// done marks off as finished and returns how many offsets left the window
+// (see size): those of the finished prefix, none while a lower offset is
+// unfinished. Unknown offsets are ignored.
+func (t *tracker) done(off int64) (retired int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	live := t.pending[t.head:]
 	i := sort.Search(len(live), func(i int) bool { return live[i].off >= off })
 	if i == len(live) || live[i].off != off {
-		return
+		return 0
 	}
 	live[i].done = true
+	head := t.head
 	for t.head < len(t.pending) && t.pending[t.head].done {
 		t.head++
 	}
+	retired = t.head - head
 	// Compact once the dead prefix dominates, so the slice stays bounded
-	// by the in-flight limit.
+	// by the window (Config.MaxUncommittedPerPartition).
 	if t.head > 1024 && t.head*2 > len(t.pending) {
 		n := copy(t.pending, t.pending[t.head:])
 		t.pending = t.pending[:n]
 		t.head = 0
 	}
+	return retired
+}
+
+// size returns the window: the offsets from the lowest unfinished one to
+// the last fetched, finished or not; what a crash would redeliver.
+func (t *tracker) size() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.pending) - t.head
 }
 
 // position returns the offset to commit: the lowest offset not yet done,

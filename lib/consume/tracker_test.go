@@ -62,3 +62,31 @@ func TestTrackerCompactsAndStaysCorrect(t *testing.T) {
 		t.Fatalf("live pending = %d, want 0", len(tr.pending)-tr.head)
 	}
 }
+
+func TestTrackerWindow(t *testing.T) {
+	t.Parallel()
+	tr := newTracker(0)
+	for i := int64(0); i < 5; i++ {
+		tr.add(i)
+	}
+	steps := []struct {
+		done        int64
+		wantRetired int
+		wantSize    int
+	}{
+		{done: 1, wantRetired: 0, wantSize: 5}, // offset 0 unfinished holds the window
+		{done: 2, wantRetired: 0, wantSize: 5},
+		{done: 0, wantRetired: 3, wantSize: 2}, // 0, 1, 2 leave together
+		{done: 0, wantRetired: 0, wantSize: 2}, // unknown now: ignored
+		{done: 4, wantRetired: 0, wantSize: 2},
+		{done: 3, wantRetired: 2, wantSize: 0},
+	}
+	for _, s := range steps {
+		if got := tr.done(s.done); got != s.wantRetired {
+			t.Errorf("done(%d) retired %d, want %d", s.done, got, s.wantRetired)
+		}
+		if got := tr.size(); got != s.wantSize {
+			t.Errorf("after done(%d) size %d, want %d", s.done, got, s.wantSize)
+		}
+	}
+}

@@ -19,10 +19,12 @@ import (
 //	ARGV[1] our in-flight marker   ARGV[2] in-flight TTL (ms)
 //	ARGV[3] limit (0 = off)        ARGV[4] window (ms)
 //	ARGV[5] done TTL (ms)          ARGV[6] rate-limited done marker
+//	ARGV[7] policy over the limit: "defer" or "drop"
 //
 // It returns "claimed" (the marker is ours, new or already), "rate_limited"
-// (the notification is now remembered as rate limited; the counter is not
-// raised past the limit by it), or the other marker found.
+// (drop: the notification is now remembered as rate limited), "deferred"
+// (defer: nothing is written, the caller claims again in the next window),
+// or the other marker found. Over the limit the counter is not raised.
 var claimScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
 if v then
@@ -35,6 +37,7 @@ if limit > 0 then
   if n == 1 then redis.call('PEXPIRE', KEYS[2], ARGV[4]) end
   if n > limit then
     redis.call('DECR', KEYS[2])
+    if ARGV[7] == 'defer' then return 'deferred' end
     redis.call('SET', KEYS[1], ARGV[6], 'PX', ARGV[5])
     return 'rate_limited'
   end
@@ -68,11 +71,15 @@ type StoreOptions struct {
 	// RateLimit per RateWindow per recipient; 0 is off.
 	RateLimit  int
 	RateWindow time.Duration
+	// RatePolicy is what a claim over the limit does: domain.RateDefer
+	// answers Deferred, anything else (domain.RateDrop) RateLimited.
+	RatePolicy domain.RatePolicy
 }
 
 // Store keeps the dispatcher's state in Redis: deduplication markers
 // (<prefix>dedup:<notification id>), fixed-window rate-limit counters
-// (<prefix>rl:<recipient>:<window number>) and, for benchmarks, how often
+// (<prefix>rl:<recipient>:<window number>, the window number being the
+// claim time in Unix milliseconds / the window) and, for benchmarks, how often
 // the simulated provider sent each occurrence (<prefix>sim:sends:<run id>).
 // Every command goes through the Batcher. Errors are Redis errors (the
 // server is unreachable, a timeout, ...) unless they wrap
@@ -82,6 +89,7 @@ type Store struct {
 	b                             *Batcher
 	opt                           StoreOptions
 	inTTL, doneTTL, window, limit string
+	policy                        string
 
 	mu         sync.Mutex
 	simExpired map[string]time.Time // run id -> when its TTL was last set
@@ -96,6 +104,7 @@ func NewStore(rdb redis.UniversalClient, b *Batcher, opt StoreOptions) *Store {
 		doneTTL:    strconv.FormatInt(opt.DoneTTL.Milliseconds(), 10),
 		window:     strconv.FormatInt(max(opt.RateWindow.Milliseconds(), 1), 10),
 		limit:      strconv.Itoa(opt.RateLimit),
+		policy:     string(opt.RatePolicy),
 		simExpired: map[string]time.Time{},
 	}
 }
@@ -136,15 +145,19 @@ func (s *Store) evalsha(ctx context.Context, script *redis.Script, keys []string
 
 // Claim tries to take notification id for sending under token, checking
 // the recipient's rate limit at now in the same atomic step (a Lua script;
-// without a rate limit a single SET NX GET).
+// without a rate limit a single SET NX GET). A Deferred claim's RetryAt is
+// the start of the recipient's next window, on now's clock.
 func (s *Store) Claim(ctx context.Context, id, recipient, token string, now time.Time) (domain.Claim, error) {
 	marker := domain.InflightMarker(token)
 	var v string
+	var retryAt time.Time
 	if s.opt.RateLimit > 0 {
-		rateKey := s.opt.Prefix + "rl:" + recipient + ":" +
-			strconv.FormatInt(now.UnixMilli()/max(s.opt.RateWindow.Milliseconds(), 1), 10)
+		window := max(s.opt.RateWindow.Milliseconds(), 1)
+		n := now.UnixMilli() / window
+		retryAt = time.UnixMilli((n + 1) * window)
+		rateKey := s.opt.Prefix + "rl:" + recipient + ":" + strconv.FormatInt(n, 10)
 		cmd, err := s.evalsha(ctx, claimScript, []string{s.dedupKey(id), rateKey},
-			marker, s.inTTL, s.limit, s.window, s.doneTTL, domain.RateLimitedMarker)
+			marker, s.inTTL, s.limit, s.window, s.doneTTL, domain.RateLimitedMarker, s.policy)
 		if err != nil {
 			return domain.Claim{}, fmt.Errorf("claim notification %s: %w", id, err)
 		}
@@ -174,6 +187,8 @@ func (s *Store) Claim(ctx context.Context, id, recipient, token string, now time
 		return domain.Claim{State: domain.Claimed}, nil
 	case "rate_limited":
 		return domain.Claim{State: domain.RateLimited}, nil
+	case "deferred":
+		return domain.Claim{State: domain.Deferred, RetryAt: retryAt}, nil
 	}
 	st, owner, prev, err := domain.ParseMarker(v)
 	if err != nil {

@@ -108,7 +108,7 @@ func TestStoreClaimStates(t *testing.T) {
 
 func TestStoreRateLimitFixedWindow(t *testing.T) {
 	t.Parallel()
-	s, _, _ := testStore(t, StoreOptions{RateLimit: 2, RateWindow: time.Hour})
+	s, _, _ := testStore(t, StoreOptions{RateLimit: 2, RateWindow: time.Hour, RatePolicy: domain.RateDrop})
 	ctx := context.Background()
 	now := time.Now()
 	var got []domain.ClaimState
@@ -215,5 +215,51 @@ func TestBatcherRedisDown(t *testing.T) {
 	<-done
 	if err := b.Do(context.Background(), redis.NewStatusCmd(context.Background(), "ping")); !errors.Is(err, ErrBatcherClosed) {
 		t.Fatalf("Do after stop: %v, want ErrBatcherClosed", err)
+	}
+}
+
+// Policy defer: over the limit nothing is written (no marker, the counter
+// not raised) and the answer says when the next window opens; there the
+// same notification is claimed.
+func TestStoreRateLimitDefer(t *testing.T) {
+	t.Parallel()
+	const window = time.Hour
+	s, rdb, _ := testStore(t, StoreOptions{RateLimit: 2, RateWindow: window, RatePolicy: domain.RateDefer})
+	ctx := context.Background()
+	start := time.UnixMilli(time.Now().UnixMilli() / window.Milliseconds() * window.Milliseconds())
+	now := start.Add(17 * time.Minute)
+	claim := func(id string, at time.Time) domain.Claim {
+		t.Helper()
+		c, err := s.Claim(ctx, id, "alice", "t-"+id, at)
+		if err != nil {
+			t.Fatalf("Claim(%s): %v", id, err)
+		}
+		return c
+	}
+	for _, id := range []string{"n0", "n1"} {
+		if c := claim(id, now); c.State != domain.Claimed {
+			t.Fatalf("%s: %+v, want claimed", id, c)
+		}
+	}
+	for range 3 { // asking again changes nothing
+		c := claim("n2", now)
+		if c.State != domain.Deferred || !c.RetryAt.Equal(start.Add(window)) {
+			t.Fatalf("over the limit: %+v, want deferred until %s", c, start.Add(window))
+		}
+	}
+	if n := rdb.Exists(ctx, s.dedupKey("n2")).Val(); n != 0 {
+		t.Fatal("a deferred notification has a dedup marker; want none (a crash must leave it claimable)")
+	}
+	if c := claim("n3", now); c.State != domain.Deferred {
+		t.Fatalf("another notification in the full window: %+v, want deferred", c)
+	}
+	if c := claim("n2", start.Add(window)); c.State != domain.Claimed {
+		t.Fatalf("at the next window: %+v, want claimed", c)
+	}
+	if c := claim("n2", start.Add(window)); c.State != domain.Claimed {
+		t.Fatalf("claimed again by the same token: %+v, want claimed", c)
+	}
+	if c, err := s.Claim(ctx, "n2", "alice", "other", start.Add(window)); err != nil || c.State != domain.Busy {
+		t.Fatalf("claimed by another token: %+v, %v; want busy", c, err)
 	}
 }

@@ -23,7 +23,9 @@ import (
 // (implemented by adapters.Store over Redis).
 type Deduper interface {
 	// Claim tries to take notification id for sending under token and
-	// checks the recipient's rate limit in the same atomic step.
+	// checks the recipient's rate limit in the same atomic step; over the
+	// limit it answers RateLimited (remembered as such) or Deferred
+	// (nothing written), as its rate-limit policy says.
 	Claim(ctx context.Context, id, recipient, token string, now time.Time) (domain.Claim, error)
 	// StartMarkDone starts remembering a finished dispatch; the returned
 	// function waits until it is stored.
@@ -196,8 +198,10 @@ func (d *Dispatcher) unhold(token string) {
 //
 //  1. render the template (a failure: FAILED result plus dead letter);
 //  2. claim the notification in Redis, checking the recipient's rate limit
-//     in the same script: already done gives a DUPLICATE result, over the
-//     limit a RATE_LIMITED one, another worker's claim is waited out;
+//     in the same script: already done gives a DUPLICATE result, another
+//     worker's claim is waited out; over the limit, policy drop gives a
+//     RATE_LIMITED result and policy defer waits for the recipient's next
+//     window and claims again (holding no claim while it waits);
 //  3. send it through its channel (Run renews the claim of a long send);
 //  4. release the claim of a failure so that a replay from the dead-letter
 //     topic is sent again, and dead-letter the record;
@@ -206,7 +210,8 @@ func (d *Dispatcher) unhold(token string) {
 //
 // Redis and Kafka failures are waited out with backoff, never counted as
 // attempts: Handle returns an error only when ctx ends, and the record is
-// then left uncommitted and redelivered.
+// then left uncommitted and redelivered (a deferred record too: it is
+// neither recorded RATE_LIMITED nor dead-lettered).
 func (d *Dispatcher) Handle(ctx context.Context, rec *consume.Record[*notiflowv1.NotificationDue]) error {
 	due := rec.Value
 	out, remembered, err := d.dispatch(ctx, due)
@@ -264,9 +269,9 @@ func (d *Dispatcher) dispatch(ctx context.Context, due *notiflowv1.NotificationD
 	}
 	token := d.tokenPrefix + strconv.FormatUint(d.seq.Add(1), 36)
 	t0 := d.opt.Now()
-	claim, err := d.claim(ctx, due, token)
+	claim, deferred, err := d.claim(ctx, due, token)
 	t1 := d.opt.Now()
-	d.m.stage[stageClaim].Observe(t1.Sub(t0).Seconds())
+	d.m.stage[stageClaim].Observe((t1.Sub(t0) - deferred).Seconds())
 	if claim.State == domain.Claimed {
 		d.hold(due.NotificationId, token)
 		defer d.unhold(token)
@@ -328,17 +333,37 @@ func failure(reason string) domain.Outcome {
 	return domain.Outcome{Status: notiflowv1.Status_STATUS_FAILED, Err: reason, DeadLetter: true}
 }
 
-// claim claims due, waiting while Redis is unavailable and while another
-// worker holds the notification (until that claim is done or expires). It
-// returns an error when ctx ends or the marker is unreadable.
-func (d *Dispatcher) claim(ctx context.Context, due *notiflowv1.NotificationDue, token string) (domain.Claim, error) {
+// claim claims due, waiting while Redis is unavailable, while another
+// worker holds the notification (until that claim is done or expires) and,
+// when the claim is Deferred, until the recipient's next rate window opens
+// (then it claims again). It returns how long it waited on the rate limit,
+// and an error when ctx ends or the marker is unreadable.
+func (d *Dispatcher) claim(ctx context.Context, due *notiflowv1.NotificationDue, token string) (domain.Claim, time.Duration, error) {
 	depTry, busyTry := 0, 0
+	var deferredAt time.Time // when the rate limit first deferred the record
+	deferred := func() time.Duration {
+		if deferredAt.IsZero() {
+			return 0
+		}
+		waited := d.opt.Now().Sub(deferredAt)
+		d.m.RateDeferWaiting.Dec()
+		d.m.RateDeferWait.Observe(waited.Seconds())
+		return waited
+	}
 	for {
-		c, err := d.dedup.Claim(ctx, due.NotificationId, due.RecipientId, token, d.opt.Now())
+		now := d.opt.Now()
+		c, err := d.dedup.Claim(ctx, due.NotificationId, due.RecipientId, token, now)
 		var wait time.Duration
 		switch {
+		case err == nil && c.State == domain.Deferred:
+			if deferredAt.IsZero() {
+				deferredAt = now
+				d.m.RateDeferred.Inc()
+				d.m.RateDeferWaiting.Inc()
+			}
+			wait = max(c.RetryAt.Sub(now), time.Millisecond)
 		case err == nil && c.State != domain.Busy:
-			return c, nil
+			return c, deferred(), nil
 		case err == nil:
 			if busyTry == 0 {
 				d.m.InflightWaits.Inc()
@@ -346,16 +371,16 @@ func (d *Dispatcher) claim(ctx context.Context, due *notiflowv1.NotificationDue,
 			busyTry++
 			wait = consume.Backoff(busyTry, d.opt.BusyBackoffMin, d.opt.BusyBackoffMax)
 		case errors.Is(err, domain.ErrBadMarker):
-			return domain.Claim{}, err
+			return domain.Claim{}, deferred(), err
 		case ctx.Err() != nil:
-			return domain.Claim{}, fmt.Errorf("claim %s: %w", due.NotificationId, ctx.Err())
+			return domain.Claim{}, deferred(), fmt.Errorf("claim %s: %w", due.NotificationId, ctx.Err())
 		default:
 			depTry++
 			d.depFailed("redis", "claim", err)
 			wait = consume.Backoff(depTry, d.opt.DepBackoffMin, d.opt.DepBackoffMax)
 		}
 		if !sleep(ctx, wait) {
-			return domain.Claim{}, fmt.Errorf("claim %s: %w", due.NotificationId, ctx.Err())
+			return domain.Claim{}, deferred(), fmt.Errorf("claim %s: %w", due.NotificationId, ctx.Err())
 		}
 	}
 }

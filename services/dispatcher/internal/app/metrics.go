@@ -17,10 +17,19 @@ type Metrics struct {
 	WebhookLatency *prometheus.HistogramVec // outcome
 	CircuitState   *prometheus.GaugeVec     // endpoint
 	// Stages times the steps of one record: claim (dedup + rate limit,
-	// including waits), send (provider), remember (done marker or
-	// release), publish (result produce until acknowledged).
+	// including waits for another worker's claim; a rate-limit deferral is
+	// timed by RateDeferWait instead), send (provider), remember (done
+	// marker or release), publish (result produce until acknowledged).
 	Stages *prometheus.HistogramVec // stage
 	stage  [4]prometheus.Observer
+
+	// RateDeferred counts records that waited for their recipient's next
+	// rate window (policy defer), once per handling; RateDeferWaiting is
+	// how many wait now (each holds a worker); RateDeferWait how long each
+	// waited, until it was claimed or its handler was cancelled.
+	RateDeferred     prometheus.Counter
+	RateDeferWaiting prometheus.Gauge
+	RateDeferWait    prometheus.Histogram
 }
 
 const (
@@ -43,7 +52,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Duplicates: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "dedup_duplicates_total",
 			Help: "Records found already dispatched (not sent again)."}),
 		RateLimited: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "rate_limited_total",
-			Help: "Records over their recipient's rate limit (not sent)."}),
+			Help: "Records over their recipient's rate limit recorded RATE_LIMITED and not sent (policy drop)."}),
+		RateDeferred: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "rate_deferred_total",
+			Help: "Records over their recipient's rate limit that waited for the next window (policy defer)."}),
+		RateDeferWaiting: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "rate_deferred_waiting",
+			Help: "Records waiting now for their recipient's next rate window (policy defer); each holds a worker."}),
+		RateDeferWait: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "rate_defer_wait_seconds",
+			Help:    "Time a deferred record waited for its recipient's rate window, until claimed or cancelled (policy defer).",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 16)}),
 		InflightWaits: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "inflight_waits_total",
 			Help: "Records that found another worker's in-flight claim and waited for it."}),
 		DepErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "dependency_errors_total",
@@ -66,6 +82,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.Results, m.Latency, m.Duplicates, m.RateLimited, m.InflightWaits, m.DepErrors,
 			m.RedisBatch, m.WebhookLatency, m.CircuitState, m.Stages)
+		reg.MustRegister(m.RateDeferred, m.RateDeferWaiting, m.RateDeferWait)
 	}
 	return m
 }

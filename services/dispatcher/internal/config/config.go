@@ -14,6 +14,7 @@ import (
 	libconfig "github.com/notiflow/notiflow/lib/config"
 	"github.com/notiflow/notiflow/lib/consume"
 	"github.com/notiflow/notiflow/lib/kafkax"
+	"github.com/notiflow/notiflow/services/dispatcher/internal/domain"
 )
 
 // Defaults, as named constants for code that builds a Config by hand
@@ -36,6 +37,7 @@ const (
 	DefaultRedisPipelines   = 2
 	DefaultRedisTimeout     = 2 * time.Second
 	DefaultRateWindow       = time.Minute
+	DefaultRateLimitPolicy  = domain.RateDefer
 	DefaultWebhookBackoff   = 200 * time.Millisecond
 	DefaultWebhookBackoffUp = 10 * time.Second
 )
@@ -86,6 +88,11 @@ type Config struct {
 	// 0 turns rate limiting off.
 	RateLimit  int           `env:"NOTIFLOW_RATE_LIMIT" default:"0"`
 	RateWindow time.Duration `env:"NOTIFLOW_RATE_WINDOW" default:"1m"`
+	// RateLimitPolicy is what happens to a notification over the limit:
+	// "defer" sends it once the recipient's window allows, "drop" records
+	// it RATE_LIMITED and never sends it (see the README for the choice of
+	// default).
+	RateLimitPolicy string `env:"NOTIFLOW_RATE_LIMIT_POLICY" default:"defer"`
 
 	// TemplatesFile is a JSON object {"template id": "text/template text"}
 	// adding to or overriding the built-in templates.
@@ -197,6 +204,9 @@ func (c Config) Validate() error {
 	if c.RateLimit > 0 && c.RateWindow < time.Millisecond {
 		add("NOTIFLOW_RATE_WINDOW", "must be at least 1ms when NOTIFLOW_RATE_LIMIT is set, got %s", c.RateWindow)
 	}
+	if _, err := domain.ParseRatePolicy(c.RateLimitPolicy); err != nil {
+		add("NOTIFLOW_RATE_LIMIT_POLICY", "%v", err)
+	}
 	if c.WebhookTimeout < 10*time.Millisecond {
 		add("NOTIFLOW_WEBHOOK_TIMEOUT", "must be at least 10ms, got %s", c.WebhookTimeout)
 	}
@@ -257,6 +267,12 @@ func (c Config) OrderingMode() consume.Ordering {
 	return o
 }
 
+// RatePolicy is the parsed NOTIFLOW_RATE_LIMIT_POLICY (call after Validate).
+func (c Config) RatePolicy() domain.RatePolicy {
+	p, _ := domain.ParseRatePolicy(c.RateLimitPolicy)
+	return p
+}
+
 // LogValue is what a log line shows of c: the Redis password is left out.
 func (c Config) LogValue() slog.Value {
 	return slog.GroupValue(
@@ -272,6 +288,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("dedup_ttl", c.DedupTTL),
 		slog.Int("rate_limit", c.RateLimit),
 		slog.Duration("rate_window", c.RateWindow),
+		slog.String("rate_limit_policy", c.RateLimitPolicy),
 		slog.String("templates_file", c.TemplatesFile),
 		slog.Any("webhook_allow", c.WebhookAllow),
 		slog.Duration("sim_latency", c.SimLatency),

@@ -26,7 +26,8 @@ func TestDefaultsAreValid(t *testing.T) {
 		c.BreakerFailures != DefaultBreakerFailures || c.BreakerCooldown != DefaultBreakerCooldown || c.SimLatency != DefaultSimLatency ||
 		c.RedisBatch != DefaultRedisBatch || c.RedisPipelines != DefaultRedisPipelines || c.RedisTimeout != DefaultRedisTimeout ||
 		c.RateWindow != DefaultRateWindow || c.WebhookBackoffMin != DefaultWebhookBackoff || c.WebhookBackoffMax != DefaultWebhookBackoffUp ||
-		c.RedisPrefix != DefaultRedisPrefix || c.Ordering != "key" || c.RateLimit != 0 || c.SimFailureRate != 0 {
+		c.RedisPrefix != DefaultRedisPrefix || c.Ordering != "key" || c.RateLimit != 0 || c.SimFailureRate != 0 ||
+		c.RatePolicy() != DefaultRateLimitPolicy {
 		t.Fatalf("defaults differ from the named constants: %+v", c)
 	}
 }
@@ -46,6 +47,7 @@ func TestValidateNamesTheVariable(t *testing.T) {
 		{map[string]string{"NOTIFLOW_DRAIN_TIMEOUT": "27s", "NOTIFLOW_SHUTDOWN_TIMEOUT": "60s"}, "NOTIFLOW_DRAIN_TIMEOUT"},
 		{map[string]string{"NOTIFLOW_INFLIGHT_TTL": "10ms"}, "NOTIFLOW_INFLIGHT_TTL"},
 		{map[string]string{"NOTIFLOW_RATE_LIMIT": "-1"}, "NOTIFLOW_RATE_LIMIT"},
+		{map[string]string{"NOTIFLOW_RATE_LIMIT_POLICY": "queue"}, "NOTIFLOW_RATE_LIMIT_POLICY"},
 		{map[string]string{"NOTIFLOW_WEBHOOK_ALLOW": "10.0.0.0/33"}, "NOTIFLOW_WEBHOOK_ALLOW"},
 		{map[string]string{"NOTIFLOW_WEBHOOK_ALLOW": "bad host!"}, "NOTIFLOW_WEBHOOK_ALLOW"},
 		{map[string]string{"NOTIFLOW_WEBHOOK_MAX_ELAPSED": "1s"}, "NOTIFLOW_WEBHOOK_MAX_ELAPSED"},

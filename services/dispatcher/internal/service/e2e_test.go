@@ -152,10 +152,11 @@ func TestUnknownTemplateFailsToDLQ(t *testing.T) {
 	}
 }
 
-// Over the recipient's rate limit: RATE_LIMITED results, no send.
+// Over the recipient's rate limit with policy drop: RATE_LIMITED results,
+// no send.
 func TestRateLimitedResults(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, func(c *config.Config) { c.RateLimit, c.RateWindow = 3, time.Hour })
+	e := newEnv(t, func(c *config.Config) { c.RateLimit, c.RateWindow, c.RateLimitPolicy = 3, time.Hour, "drop" })
 	rcv := dispatchtest.NewReceiver(t, nil)
 	var dues []*notiflowv1.NotificationDue
 	for i := range 5 {

@@ -105,7 +105,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 	s.batcher = adapters.NewBatcher(s.rdb, cfg.RedisBatch, cfg.RedisPipelines, cfg.RedisTimeout, m.RedisBatch)
 	store := adapters.NewStore(s.rdb, s.batcher, adapters.StoreOptions{
 		Prefix: cfg.RedisPrefix, InflightTTL: cfg.InflightTTL, DoneTTL: cfg.DedupTTL,
-		RateLimit: cfg.RateLimit, RateWindow: cfg.RateWindow,
+		RateLimit: cfg.RateLimit, RateWindow: cfg.RateWindow, RatePolicy: cfg.RatePolicy(),
 	})
 	s.webhook, err = adapters.NewWebhook(adapters.WebhookOptions{
 		AttemptTimeout: cfg.WebhookTimeout, MaxElapsed: cfg.WebhookMaxElapsed,

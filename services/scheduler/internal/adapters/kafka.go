@@ -2,6 +2,8 @@ package adapters
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/segmentio/kafka-go"
@@ -12,31 +14,46 @@ import (
 	"github.com/notiflow/notiflow/services/scheduler/internal/domain"
 )
 
-// MessageWriter is the part of *kafka.Writer the publisher uses.
-type MessageWriter interface {
-	WriteMessages(ctx context.Context, msgs ...kafka.Message) error
-}
-
 // DuePublisher publishes due notifications to the due topic as protobuf
 // NotificationDue values keyed by recipient id, with the contract headers.
+//
+// A failed publish never lands a recipient's later record before an
+// earlier one. kafka-go's Writer splits one WriteMessages call into batches
+// per partition (BatchSize records, BatchBytes bytes) and writes a
+// partition's batches one after the other; a batch that fails for good
+// does not stop the next. Were one call to carry two batches of a
+// partition, the first could fail and the second land, and the re-publish
+// from the relay's cursor would put the second batch's records before the
+// first's. So Publish splits the notes into produce calls that each carry
+// at most one writer batch per partition (grouped by the partition the
+// writer's balancer picks, capped at its BatchSize and BatchBytes) and
+// makes them one after the other, stopping at the first failure: a record
+// is sent only after every earlier record of its partition was
+// acknowledged. kafka-go's own retries (MaxAttempts) repeat one batch
+// before the partition's next one starts, so they can duplicate records but
+// not reorder them.
+//
 // It is safe for concurrent use, but callers that need per-recipient order
-// must not publish concurrently.
+// must not publish concurrently, and the writer must serve this publisher
+// alone (another caller's records could share its batches).
 type DuePublisher struct {
-	w     MessageWriter
+	w     *kafka.Writer
 	topic string
 }
 
 // NewDuePublisher returns a publisher writing to topic with w (from
 // kafkax.NewWriter: acks from all replicas, murmur2 on the key). w is not
 // closed by the publisher.
-func NewDuePublisher(w MessageWriter, topic string) *DuePublisher {
+func NewDuePublisher(w *kafka.Writer, topic string) *DuePublisher {
 	return &DuePublisher{w: w, topic: topic}
 }
 
-// Publish writes notes in order in one produce call and returns once Kafka
-// acknowledged all of them, or the first error (some may then have been
-// written: the caller re-publishes them all, downstream deduplicates by
-// notification id). When ctx ends it returns ctx's error.
+// Publish writes notes in order and returns once Kafka acknowledged all of
+// them, or the first error (some may then have been written: the caller
+// re-publishes them all, downstream deduplicates by notification id). A
+// failed produce comes back as a kafka.WriteErrors indexed like notes: nil
+// for the notes acknowledged, ErrNotSent for those not tried. When ctx ends
+// it returns ctx's error.
 func (p *DuePublisher) Publish(ctx context.Context, notes []domain.Notification) error {
 	if len(notes) == 0 {
 		return nil
@@ -59,10 +76,141 @@ func (p *DuePublisher) Publish(ctx context.Context, notes []domain.Notification)
 		}
 		msgs[i] = kafka.Message{Topic: p.topic, Key: []byte(n.RecipientID), Value: value, Headers: h}
 	}
-	if err := p.w.WriteMessages(ctx, msgs...); err != nil {
+	calls, err := p.produceCalls(ctx, msgs)
+	if err != nil {
 		return fmt.Errorf("publish %d notifications to %s: %w", len(msgs), p.topic, err)
 	}
+	for k, idx := range calls {
+		batch := msgs
+		if len(calls) > 1 {
+			batch = make([]kafka.Message, len(idx))
+			for j, i := range idx {
+				batch[j] = msgs[i]
+			}
+		}
+		if err := p.w.WriteMessages(ctx, batch...); err != nil {
+			return fmt.Errorf("publish %d notifications to %s (produce call %d of %d): %w",
+				len(msgs), p.topic, k+1, len(calls), byNote(err, calls, k, len(msgs)))
+		}
+	}
 	return nil
+}
+
+// ErrNotSent marks, in the kafka.WriteErrors of a failed Publish, the notes
+// that were not tried because an earlier produce call failed.
+var ErrNotSent = errors.New("not sent: an earlier produce call of this publish failed")
+
+// byNote re-indexes the kafka.WriteErrors of produce call k like the
+// publish's n notes; any other error is returned as it is.
+func byNote(err error, calls [][]int, k, n int) error {
+	var werr kafka.WriteErrors
+	if !errors.As(err, &werr) || len(werr) != len(calls[k]) {
+		return err
+	}
+	out := make(kafka.WriteErrors, n)
+	for _, idx := range calls[k+1:] {
+		for _, i := range idx {
+			out[i] = ErrNotSent
+		}
+	}
+	for j, i := range calls[k] {
+		out[i] = werr[j]
+	}
+	return out
+}
+
+// kafka-go's Writer defaults for a zero BatchSize and BatchBytes.
+const (
+	writerBatchSize  = 100
+	writerBatchBytes = 1 << 20
+)
+
+// produceCalls groups msgs into the produce calls Publish makes, as lists
+// of indexes into msgs: per partition (as the writer's balancer picks it,
+// over the topic's current partition count) records keep their order, and
+// each call holds at most one writer batch of any partition.
+func (p *DuePublisher) produceCalls(ctx context.Context, msgs []kafka.Message) ([][]int, error) {
+	if p.w.Balancer == nil {
+		return nil, errors.New("the writer has no Balancer: records of one recipient would spread over partitions")
+	}
+	client := &kafka.Client{Addr: p.w.Addr, Transport: p.w.Transport, Timeout: p.w.ReadTimeout}
+	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{p.topic}}) // served from the transport's cache
+	if err != nil {
+		return nil, fmt.Errorf("read partition count: %w", err)
+	}
+	var parts []int
+	for _, t := range md.Topics {
+		if t.Name != p.topic {
+			continue
+		}
+		if t.Error != nil {
+			return nil, fmt.Errorf("read partition count: %w", t.Error)
+		}
+		parts = make([]int, len(t.Partitions))
+		for i := range parts {
+			parts[i] = i
+		}
+	}
+	if len(parts) == 0 {
+		return nil, fmt.Errorf("read partition count: %w", kafka.UnknownTopicOrPartition)
+	}
+	maxCount, maxBytes := p.w.BatchSize, p.w.BatchBytes
+	if maxCount <= 0 {
+		maxCount = writerBatchSize
+	}
+	if maxBytes <= 0 {
+		maxBytes = writerBatchBytes
+	}
+	return splitByBatch(msgs, func(m kafka.Message) int { return p.w.Balancer.Balance(m, parts...) }, maxCount, maxBytes), nil
+}
+
+// splitByBatch groups msgs into calls, as lists of indexes into msgs, such
+// that per partition records keep their order and each call holds at most
+// maxCount records and maxBytes bytes (as kafka-go's Writer counts them)
+// of any one partition: the writer fills one batch per partition from it.
+// A record larger than maxBytes gets a call of its own for its partition.
+func splitByBatch(msgs []kafka.Message, partition func(kafka.Message) int, maxCount int, maxBytes int64) [][]int {
+	type fill struct {
+		call, n int
+		bytes   int64
+	}
+	fills := map[int]*fill{}
+	var calls [][]int
+	for i := range msgs {
+		size := recordBytes(&msgs[i])
+		part := partition(msgs[i])
+		f := fills[part]
+		switch {
+		case f == nil:
+			f = &fill{}
+			fills[part] = f
+		case f.n == maxCount || f.bytes+size > maxBytes:
+			*f = fill{call: f.call + 1}
+		}
+		if f.call == len(calls) {
+			calls = append(calls, nil)
+		}
+		calls[f.call] = append(calls[f.call], i)
+		f.n++
+		f.bytes += size
+	}
+	return calls
+}
+
+// recordBytes is what kafka-go's Writer counts for m against BatchBytes
+// (its Message.totalSize): 22 bytes of framing, key, value and
+// varint-framed headers.
+func recordBytes(m *kafka.Message) int64 {
+	n := 22 + len(m.Key) + len(m.Value) + varintLen(len(m.Headers))
+	for _, h := range m.Headers {
+		n += varintLen(len(h.Key)) + len(h.Key) + varintLen(len(h.Value)) + len(h.Value)
+	}
+	return int64(n)
+}
+
+func varintLen(n int) int {
+	var b [binary.MaxVarintLen64]byte
+	return binary.PutVarint(b[:], int64(n))
 }
 
 var channels = map[domain.Channel]notiflowv1.Channel{

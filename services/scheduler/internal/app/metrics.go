@@ -48,7 +48,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "notiflow_scheduler_published_total", Help: "Notifications published to the due topic and acknowledged.",
 		}),
 		PublishBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "notiflow_scheduler_publish_batch_seconds", Help: "Duration of one produce call of the relay, until acknowledged.",
+			Name: "notiflow_scheduler_publish_batch_seconds", Help: "Duration of publishing one relay batch, until acknowledged.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}),
 		DueToPublish: prometheus.NewHistogram(prometheus.HistogramOpts{

@@ -25,7 +25,9 @@ type OutboxStore interface {
 }
 
 // Publisher publishes notifications in order and returns once all are
-// acknowledged.
+// acknowledged. A publish that fails never lands a record of a key before
+// every earlier record of that key was acknowledged, so re-publishing from
+// the cursor keeps each key's first appearances in order.
 type Publisher interface {
 	Publish(ctx context.Context, notes []domain.Notification) error
 }
@@ -36,7 +38,7 @@ type Publisher interface {
 const markTimeout = 10 * time.Second
 
 // Relay publishes the outbox to Kafka. A pass reads the rows after the
-// stored cursor in id order, publishes each batch with one produce call,
+// stored cursor in id order, publishes each batch (Publisher.Publish),
 // and after the acknowledgement moves the cursor past the batch (one small
 // UPDATE per batch rather than one per row); reading the next batch,
 // publishing and marking overlap (a three-stage pipeline), but batches are
