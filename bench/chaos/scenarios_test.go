@@ -122,6 +122,84 @@ var scenarios = []scenario{
 		})
 		return nil
 	}},
+	{12, "dead-endpoint-rebalance", layout{2, 2}, deadEndpointRebalance},
+}
+
+// deadEndpointRebalance makes the webhook endpoint hang while the group
+// rebalances twice, a dispatcher joining and then one leaving: the members
+// drain with handlers stuck on the endpoint for their whole drain timeout,
+// longer than the session timeout. No record may run on two members at
+// once: when the endpoint recovers, each notification reaches it once
+// (receiver_raw_repeats 0).
+func deadEndpointRebalance(t *testing.T, w *world) map[string]string {
+	// Checked once everything settled, before the processes stop.
+	t.Cleanup(func() { checkDrains(t, w.stack.Procs("dispatcher")) })
+	must(t, w.waitPersisted(0.2, 2*time.Minute))
+	w.recv.SetHanging(true)
+	defer w.recv.SetHanging(false)
+	must(t, waitFor(time.Minute, func() bool { return w.recv.Held() >= 20 }))
+	env := harness.Merge(w.iso.ServiceEnv("dispatcher"), scenarioEnv["dispatcher"], nil)
+	joining, err := w.stack.Start(context.Background(), "dispatcher-3", "dispatcher", env)
+	if err != nil {
+		t.Fatalf("start dispatcher-3: %v", err)
+	}
+	// The joining member gets its generation once the others drained
+	// (NOTIFLOW_DRAIN_TIMEOUT, 15s, the endpoint dead throughout); then a
+	// member leaves, draining again with the endpoint still dead.
+	must(t, waitFor(time.Minute, func() bool {
+		return metricValue(joining.Addr, "notiflow_consumer_rebalances_total") >= 1
+	}))
+	if err := w.stack.Procs("dispatcher")[0].Term(30 * time.Second); err != nil {
+		t.Errorf("dispatcher-1: graceful stop: %v", err)
+	}
+	return nil
+}
+
+// checkDrains checks that no record ran on two dispatchers at once and
+// that the fault happened. From the dispatchers still running: none found
+// a record claimed in Redis by another (notiflow_dispatcher_inflight_waits_total
+// 0: a new owner started a record an old owner still ran). From every
+// dispatcher's log: no commit was refused (a member expelled mid-drain),
+// and at least one drain ran into its deadline (handlers held on the dead
+// endpoint for longer than the session timeout).
+func checkDrains(t *testing.T, procs []*harness.Proc) {
+	t.Helper()
+	deadlines := 0
+	for _, p := range procs {
+		if p.Running() {
+			if n := metricValue(p.Addr, "notiflow_dispatcher_inflight_waits_total"); n != 0 {
+				t.Errorf("%s: notiflow_dispatcher_inflight_waits_total %v, want 0: a record ran on two members at once", p.Name, n)
+			}
+		}
+		b, err := os.ReadFile(p.LogPath)
+		if err != nil {
+			t.Errorf("read %s log: %v", p.Name, err)
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			switch {
+			case strings.Contains(line, `"msg":"drain deadline passed`):
+				deadlines++
+			case strings.Contains(line, `"msg":"final commit"`), strings.Contains(line, `"msg":"commit offsets"`):
+				t.Errorf("%s: a commit was refused: %s", p.Name, line)
+			}
+		}
+	}
+	if deadlines == 0 {
+		t.Error("no drain ran into its deadline: no handler was held on the dead endpoint through a rebalance")
+	}
+}
+
+// waitFor polls cond until it holds or timeout passes.
+func waitFor(timeout time.Duration, cond func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("condition not met within %s", timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return nil
 }
 
 // loads overrides the recipients and spread of a scenario's targets.

@@ -22,12 +22,15 @@ type Call struct {
 }
 
 // Receiver is a webhook endpoint that records every call. It answers 200,
-// or 503 while failing is switched on. Safe for concurrent use.
+// or 503 while failing is switched on; while hanging is switched on it
+// answers nothing (see SetHanging). Safe for concurrent use.
 type Receiver struct {
 	srv     *http.Server
 	ln      net.Listener
 	failing atomic.Bool
+	held    atomic.Int64 // requests held while hanging, in all
 	mu      sync.Mutex
+	hang    chan struct{} // closed when hanging is switched off; nil while off
 	calls   []Call
 }
 
@@ -49,11 +52,41 @@ func (r *Receiver) URL() string { return "http://" + r.ln.Addr().String() + "/ho
 // SetFailing makes the receiver answer 503 (true) or 200 (false).
 func (r *Receiver) SetFailing(on bool) { r.failing.Store(on) }
 
+// SetHanging makes the receiver a dead endpoint (true): every request is
+// held, unanswered and unprocessed, until its caller gives up or hanging is
+// switched off (false); then it is answered 503 and recorded as such, so a
+// held request never counts as delivered.
+func (r *Receiver) SetHanging(on bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case on && r.hang == nil:
+		r.hang = make(chan struct{})
+	case !on && r.hang != nil:
+		close(r.hang)
+		r.hang = nil
+	}
+}
+
+// Held returns how many requests have been held while hanging, in all.
+func (r *Receiver) Held() int64 { return r.held.Load() }
+
 // ServeHTTP records the call and answers.
 func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	body, _ := io.ReadAll(io.LimitReader(req.Body, 1<<20))
 	c := Call{Key: req.Header.Get("Idempotency-Key"), At: time.Now(), Status: http.StatusOK}
 	_ = json.Unmarshal(body, &c)
+	r.mu.Lock()
+	hang := r.hang
+	r.mu.Unlock()
+	if hang != nil {
+		r.held.Add(1)
+		select {
+		case <-hang:
+		case <-req.Context().Done():
+		}
+		c.Status = http.StatusServiceUnavailable
+	}
 	if r.failing.Load() {
 		c.Status = http.StatusServiceUnavailable
 	}

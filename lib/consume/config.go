@@ -115,7 +115,9 @@ type Config struct {
 	// CommitInterval is how often completed offsets are committed.
 	CommitInterval time.Duration
 	// DrainTimeout bounds how long running handlers may take to finish at
-	// generation end or shutdown; it must stay below RebalanceTimeout.
+	// generation end or shutdown; at most MaxDrainTimeout(HeartbeatInterval,
+	// RebalanceTimeout). It may exceed SessionTimeout: the membership is
+	// held by heartbeats while the generation drains.
 	DrainTimeout time.Duration
 	// StartOffset applies when the group has no committed offset:
 	// kafka.FirstOffset (default) or kafka.LastOffset.
@@ -222,8 +224,12 @@ func (c *Config) Validate() error {
 		return errors.New("consume: workers, in-flight bounds, batch size and batch concurrency must be positive")
 	case c.MaxUncommittedPerPartition < c.MaxInFlightPerPartition:
 		return fmt.Errorf("consume: MaxUncommittedPerPartition %d must be at least MaxInFlightPerPartition %d", c.MaxUncommittedPerPartition, c.MaxInFlightPerPartition)
-	case c.DrainTimeout >= c.RebalanceTimeout:
-		return fmt.Errorf("consume: drain timeout %s must be below the rebalance timeout %s", c.DrainTimeout, c.RebalanceTimeout)
+	case c.SessionTimeout < 3*c.HeartbeatInterval+DrainMargin:
+		return fmt.Errorf("consume: SessionTimeout %s must be at least 3 HeartbeatIntervals (%s) plus DrainMargin (%s)",
+			c.SessionTimeout, c.HeartbeatInterval, DrainMargin)
+	case c.DrainTimeout > MaxDrainTimeout(c.HeartbeatInterval, c.RebalanceTimeout):
+		return fmt.Errorf("consume: DrainTimeout %s must be at most RebalanceTimeout (%s) less HeartbeatInterval (%s) and DrainMargin (%s): %s",
+			c.DrainTimeout, c.RebalanceTimeout, c.HeartbeatInterval, DrainMargin, MaxDrainTimeout(c.HeartbeatInterval, c.RebalanceTimeout))
 	case c.StartOffset != kafka.FirstOffset && c.StartOffset != kafka.LastOffset:
 		return errors.New("consume: start offset must be kafka.FirstOffset or kafka.LastOffset")
 	}

@@ -276,6 +276,17 @@ func (c *Consumer[T]) runGeneration(ctx, gctx context.Context, gen *kafka.Genera
 	}
 	log := c.cfg.Logger.With("group", c.cfg.GroupID, "generation", gen.ID)
 
+	// kafka-go stops heartbeating when gctx ends, as the drain begins; the
+	// membership is held from then until this function returns, so that
+	// the partitions stay this generation's and its final commit counts.
+	held := make(chan struct{})
+	var session sync.WaitGroup
+	session.Go(func() { c.holdSession(gctx, held, gen, hcancel, log) })
+	defer func() {
+		close(held)
+		session.Wait()
+	}()
+
 	// fetchCtx ends when the generation ends or the consumer stops.
 	fetchCtx, stopFetch := context.WithCancel(context.Background())
 	defer stopFetch()

@@ -24,8 +24,13 @@
 // context is cancelled and whatever has not finished is abandoned: it stays
 // uncommitted and is fetched again by whoever owns the partition next. A
 // final commit is made and the generation function returns so the group can
-// move on. Only then can the next
-// generation start, so two generations never handle the same key at once.
+// move on. While it drains, the consumer heartbeats for the member itself
+// (kafka-go stops at the rebalance notice), so the member keeps its
+// partitions and its final commit is accepted; the next generation starts
+// only after every member's previous one returned, so two generations never
+// handle the same key at once. The settings this rests on (DrainTimeout
+// against RebalanceTimeout, HeartbeatInterval and SessionTimeout, checked by
+// Config.Validate) and its limits are in README.md, "Rebalances and drains".
 //
 // Errors. A handler error is retried with exponential backoff and jitter up
 // to MaxAttempts; then the record goes to the dead-letter topic with its

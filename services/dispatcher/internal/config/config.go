@@ -50,7 +50,9 @@ type Config struct {
 	LogLevel        string        `env:"NOTIFLOW_LOG_LEVEL" default:"info"`
 	ShutdownTimeout time.Duration `env:"NOTIFLOW_SHUTDOWN_TIMEOUT" default:"20s"`
 	// DrainTimeout bounds how long running records may take to finish at a
-	// rebalance or shutdown; below ShutdownTimeout and the rebalance timeout.
+	// rebalance or shutdown; below ShutdownTimeout and at most
+	// consume.MaxDrainTimeout of the group's heartbeat interval and
+	// rebalance timeout. It may exceed the session timeout (see lib/consume).
 	DrainTimeout time.Duration `env:"NOTIFLOW_DRAIN_TIMEOUT" default:"15s"`
 	// Pprof serves /debug/pprof/ on the HTTP address (off by default).
 	Pprof bool `env:"NOTIFLOW_PPROF" default:"false"`
@@ -152,8 +154,10 @@ func (c Config) Validate() error {
 		add("NOTIFLOW_DRAIN_TIMEOUT", "must be at least 100ms, got %s", c.DrainTimeout)
 	case c.DrainTimeout >= c.ShutdownTimeout:
 		add("NOTIFLOW_DRAIN_TIMEOUT", "must be below NOTIFLOW_SHUTDOWN_TIMEOUT (%s), got %s", c.ShutdownTimeout, c.DrainTimeout)
-	case c.DrainTimeout >= consume.DefaultRebalanceTimeout:
-		add("NOTIFLOW_DRAIN_TIMEOUT", "must be below the rebalance timeout (%s), got %s", consume.DefaultRebalanceTimeout, c.DrainTimeout)
+	case c.DrainTimeout > consume.MaxDrainTimeout(consume.DefaultHeartbeatInterval, consume.DefaultRebalanceTimeout):
+		add("NOTIFLOW_DRAIN_TIMEOUT", "must be at most %s (the rebalance timeout %s less a heartbeat interval and the drain margin %s), got %s",
+			consume.MaxDrainTimeout(consume.DefaultHeartbeatInterval, consume.DefaultRebalanceTimeout),
+			consume.DefaultRebalanceTimeout, consume.DrainMargin, c.DrainTimeout)
 	}
 	if c.GCPercent < 0 || c.GCPercent > 10000 {
 		add("NOTIFLOW_GC_PERCENT", "must be between 0 and 10000, got %d", c.GCPercent)

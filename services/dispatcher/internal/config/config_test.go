@@ -42,6 +42,9 @@ func TestValidateNamesTheVariable(t *testing.T) {
 		{map[string]string{"NOTIFLOW_WORKERS": "0"}, "NOTIFLOW_WORKERS"},
 		{map[string]string{"NOTIFLOW_DRAIN_TIMEOUT": "25s"}, "NOTIFLOW_DRAIN_TIMEOUT"},
 		{map[string]string{"NOTIFLOW_DRAIN_TIMEOUT": "40s", "NOTIFLOW_SHUTDOWN_TIMEOUT": "60s"}, "rebalance timeout"},
+		// A drain must end, and the member rejoin, within the rebalance
+		// timeout (30s) less a heartbeat interval and the drain margin.
+		{map[string]string{"NOTIFLOW_DRAIN_TIMEOUT": "27s", "NOTIFLOW_SHUTDOWN_TIMEOUT": "60s"}, "NOTIFLOW_DRAIN_TIMEOUT"},
 		{map[string]string{"NOTIFLOW_INFLIGHT_TTL": "10ms"}, "NOTIFLOW_INFLIGHT_TTL"},
 		{map[string]string{"NOTIFLOW_RATE_LIMIT": "-1"}, "NOTIFLOW_RATE_LIMIT"},
 		{map[string]string{"NOTIFLOW_RATE_LIMIT_POLICY": "queue"}, "NOTIFLOW_RATE_LIMIT_POLICY"},
