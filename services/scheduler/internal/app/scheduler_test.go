@@ -46,8 +46,10 @@ func TestOccurrencesOverTicks(t *testing.T) {
 	want := map[string][]string{
 		"ny-9am":     {"2026-03-06T14:00:00Z", "2026-03-07T14:00:00Z", "2026-03-08T13:00:00Z", "2026-03-09T13:00:00Z"},
 		"berlin-9am": {"2026-03-07T08:00:00Z", "2026-03-08T08:00:00Z", "2026-03-09T08:00:00Z"},
-		// 02:30 does not exist in New York on 2026-03-08.
-		"ny-0230": {"2026-03-07T07:30:00Z", "2026-03-09T06:30:00Z"},
+		// 02:30 does not exist in New York on 2026-03-08: it fires when the
+		// gap ends, 03:00 EDT (the DST rule), a slot in the downtime that
+		// is caught up after it.
+		"ny-0230": {"2026-03-07T07:30:00Z", "2026-03-08T07:00:00Z", "2026-03-09T06:30:00Z"},
 		// The slots 06, 12 and 18 of 2026-03-08 fall in the downtime and
 		// collapse into one occurrence, the first missed slot.
 		"every-6h": {"2026-03-06T18:00:00Z", "2026-03-07T00:00:00Z", "2026-03-07T06:00:00Z", "2026-03-07T12:00:00Z",
