@@ -24,6 +24,17 @@ func awaitWindowStart(w time.Duration) time.Time {
 	return start
 }
 
+// awaitWindowRoom returns the start of the current rate window when at
+// least room is left of it, else waits for the next window and returns its
+// start, so that what the test does next happens within one window.
+func awaitWindowRoom(w, room time.Duration) time.Time {
+	start := time.UnixMilli(windowOf(time.Now(), w) * w.Milliseconds())
+	if time.Until(start.Add(w)) >= room {
+		return start
+	}
+	return awaitWindowStart(w)
+}
+
 // startWarm starts a dispatcher on e and waits until it handled one record
 // of a recipient of its own, so that the group is joined and the next
 // records are fetched at once.
@@ -105,20 +116,23 @@ func TestRateLimitDeferSendsAllInOrder(t *testing.T) {
 
 // A deferred record whose wait is cut by a shutdown is neither recorded
 // RATE_LIMITED nor dead-lettered and holds no claim while it waits: the
-// next dispatcher gets it again and sends it once, in a later window.
+// next dispatcher gets it again and sends it once, in a later window. The
+// wait ends as the drain begins: with a window (30s) longer than the drain
+// timeout (the default, 15s), the shutdown still returns within 3s.
 func TestRateLimitDeferredWaitEndsOnShutdown(t *testing.T) {
 	t.Parallel()
-	const window = 4 * time.Second
+	const window = 30 * time.Second
+	const prompt = 3 * time.Second
 	e := newEnv(t, func(c *config.Config) {
 		c.RateLimit, c.RateWindow, c.RateLimitPolicy = 1, window, "defer"
-		c.DrainTimeout = 500 * time.Millisecond
+		c.DrainTimeout, c.ShutdownTimeout = config.DefaultDrainTimeout, config.DefaultShutdownTimeout
 	})
 	rdb, _ := testkit.Redis(t)
 	ctx := context.Background()
 	rcv := dispatchtest.NewReceiver(t, nil)
 	s, stop := startWarm(t, e, rcv.URL)
 
-	start := awaitWindowStart(window)
+	start := awaitWindowRoom(window, 15*time.Second)
 	e.produce(t,
 		dispatchtest.Due("gina-1", "gina", 1, webhook, "bench", rcv.URL+"/g", ""),
 		dispatchtest.Due("gina-2", "gina", 2, webhook, "bench", rcv.URL+"/g", ""))
@@ -133,7 +147,11 @@ func TestRateLimitDeferredWaitEndsOnShutdown(t *testing.T) {
 		t.Fatalf("dedup key of the deferred record: exists %d (%v), want none while it waits", n, err)
 	}
 
+	stopping := time.Now()
 	stop()
+	if took := time.Since(stopping); took > prompt {
+		t.Fatalf("shutdown took %s with a record deferred, want within %s (drain timeout %s)", took.Round(time.Millisecond), prompt, e.cfg.DrainTimeout)
+	}
 	if stopped, opens := time.Now(), start.Add(window); !stopped.Before(opens) {
 		t.Fatalf("shutdown returned at %s, after the window opened at %s: the wait did not end with the drain", stopped, opens)
 	}
