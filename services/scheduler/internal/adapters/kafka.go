@@ -166,7 +166,11 @@ const (
 // produceCalls groups msgs into the produce calls Publish makes, as lists
 // of indexes into msgs: per partition (as the writer's balancer picks it,
 // over the topic's current partition count) records keep their order, and
-// each call holds at most one writer batch of any partition.
+// each call holds at most one writer batch of any partition. The count is
+// read apart from the writer's own: partitions added to the topic between
+// the two reads can make the writer group a call differently. Adding
+// partitions moves keys to other partitions anyway, which breaks
+// per-recipient order on its own; do it only with the relay stopped.
 func (p *DuePublisher) produceCalls(ctx context.Context, msgs []kafka.Message) ([][]int, error) {
 	if p.w.Balancer == nil {
 		return nil, errors.New("the writer has no Balancer: records of one recipient would spread over partitions")
@@ -206,24 +210,39 @@ func (p *DuePublisher) produceCalls(ctx context.Context, msgs []kafka.Message) (
 // that per partition records keep their order and each call holds at most
 // maxCount records and maxBytes bytes (as kafka-go's Writer counts them)
 // of any one partition: the writer fills one batch per partition from it.
-// A record larger than maxBytes gets a call of its own for its partition.
+// A record larger than maxBytes gets a call with nothing else in it: the
+// writer refuses a whole call for one such record, and the records of
+// other partitions then need not share its fate.
 func splitByBatch(msgs []kafka.Message, partition func(kafka.Message) int, maxCount int, maxBytes int64) [][]int {
 	type fill struct {
 		call, n int
 		bytes   int64
 	}
 	fills := map[int]*fill{}
+	solo := map[int]bool{} // calls holding one oversized record
+	next := func(c int) int {
+		for c++; solo[c]; c++ {
+		}
+		return c
+	}
 	var calls [][]int
 	for i := range msgs {
 		size := recordBytes(&msgs[i])
 		part := partition(msgs[i])
 		f := fills[part]
+		if size > maxBytes {
+			solo[len(calls)] = true
+			calls = append(calls, []int{i})
+			// The partition's next record starts a call after this one.
+			fills[part] = &fill{call: len(calls) - 1, n: maxCount}
+			continue
+		}
 		switch {
 		case f == nil:
-			f = &fill{}
+			f = &fill{call: next(-1)}
 			fills[part] = f
 		case f.n == maxCount || f.bytes+size > maxBytes:
-			*f = fill{call: f.call + 1}
+			*f = fill{call: next(f.call)}
 		}
 		if f.call == len(calls) {
 			calls = append(calls, nil)

@@ -48,6 +48,11 @@ func TestSplitByBatch(t *testing.T) {
 			give: []kafka.Message{msg("a", 100), msg("a", 5000), msg("a", 100)},
 			want: [][]int{{0}, {1}, {2}},
 		},
+		{
+			name: "a record over the bytes shares its call with no partition", maxCount: 100, maxBytes: one,
+			give: []kafka.Message{msg("a", 100), msg("b", 100), msg("a", 5000), msg("b", 100), msg("a", 100), msg("b", 5000), msg("b", 100)},
+			want: [][]int{{0, 1}, {2}, {3, 4}, {5}, {6}},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
