@@ -46,22 +46,44 @@ type Parked struct {
 }
 
 // publish publishes notes and returns how many of them it parked. When the
-// publisher refuses some for good (see PublishErrors) it publishes those
-// that were not acknowledged again one at a time, in order, and parks each
-// that is refused alone, so that a row no retry can publish never stops
-// the rows after it; the other notes of the call were acknowledged. Parked
-// rows are recorded before publish returns. Any other failure is returned
-// and nothing is parked: the pass fails and the rows are retried.
+// publisher refuses some for good (see PublishErrors) it goes through the
+// notes that were not acknowledged in order: each refused one is published
+// again alone and parked when refused alone, and the runs of others
+// between them are published again together (recursively, the same way).
+// So a row no retry can publish never stops the rows after it, and a
+// partition's records still go out in order. Parked rows are recorded
+// before publish returns. Any other failure is returned and nothing is
+// parked: the pass fails and the rows are retried.
 func (r *Relay) publish(ctx context.Context, notes []domain.Notification) (int, error) {
 	err := r.pub.Publish(ctx, notes)
 	var perrs PublishErrors
 	if err == nil || !errors.As(err, &perrs) || len(perrs) != len(notes) || !errors.Is(perrs, ErrUnpublishable) {
 		return 0, err
 	}
-	var parked []Parked
+	var (
+		parked  []Parked
+		nParked int
+		run     []domain.Notification // not acknowledged, not refused for good
+	)
+	flush := func() error {
+		if len(run) == 0 {
+			return nil
+		}
+		n, err := r.publish(ctx, run)
+		nParked += n
+		run = nil
+		return err
+	}
 	for i, e := range perrs {
-		if e == nil {
+		switch {
+		case e == nil:
 			continue
+		case !errors.Is(e, ErrUnpublishable):
+			run = append(run, notes[i])
+			continue
+		}
+		if err := flush(); err != nil {
+			return 0, err
 		}
 		err := r.pub.Publish(ctx, notes[i:i+1])
 		switch {
@@ -72,6 +94,9 @@ func (r *Relay) publish(ctx context.Context, notes []domain.Notification) (int, 
 			return 0, err
 		}
 	}
+	if err := flush(); err != nil {
+		return 0, err
+	}
 	if err := r.store.Park(ctx, parked); err != nil {
 		return 0, err
 	}
@@ -80,5 +105,5 @@ func (r *Relay) publish(ctx context.Context, notes []domain.Notification) (int, 
 			"outbox_id", p.Note.Sequence, "notification_id", p.Note.ID, "target_id", p.Note.TargetID, "reason", p.Reason)
 	}
 	r.m.Parked.Add(float64(len(parked)))
-	return len(parked), nil
+	return nParked + len(parked), nil
 }
