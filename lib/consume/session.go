@@ -35,54 +35,73 @@ func MaxDrainTimeout(heartbeat, rebalance time.Duration) time.Duration {
 // expel the member SessionTimeout later, hand its partitions to another
 // member while its handlers still run, and refuse its final commit.
 //
-// From the end of gctx until stop is closed, holdSession heartbeats every
-// HeartbeatInterval on its own connection to the group coordinator. It
-// calls cancel (which cancels the handlers) and returns when the
-// coordinator answers that the member or its generation is gone, or when
-// no heartbeat has been acknowledged for SessionTimeout - DrainMargin, so
-// that the handlers stop before another member can be given their records.
+// From the end of gctx until stop is closed, holdSession heartbeats at
+// once and then every HeartbeatInterval, on its own connection to the
+// group coordinator. It calls cancel (which cancels the handlers) and
+// returns when the coordinator answers that the member or its generation
+// is gone, or when no heartbeat has been acknowledged for SessionTimeout -
+// DrainMargin, so that the handlers stop before another member can be
+// given their records. That deadline is kept by a timer of its own, not by
+// the heartbeat loop, and each heartbeat (coordinator lookup, dial and
+// round trip together) gets at most the time left before it, so a slow
+// or hanging coordinator cannot push the cancellation past it.
+//
+// The session clock is assumed to have restarted one HeartbeatInterval
+// before the drain began: kafka-go's last heartbeat, the one that reported
+// the rebalance, was acknowledged then at the latest. A generation that
+// ended because kafka-go's own heartbeats failed may have a staler
+// session; the first heartbeat here then finds the member gone (and
+// cancels) or renews it.
 func (c *Consumer[T]) holdSession(gctx context.Context, stop <-chan struct{}, gen *kafka.Generation, cancel func(), log *slog.Logger) {
 	select {
 	case <-gctx.Done():
 	case <-stop:
 		return
 	}
-	// The last heartbeat kafka-go had acknowledged is at most one interval
-	// old (the one that reported the rebalance is acknowledged too).
 	lastAck := time.Now().Add(-c.cfg.HeartbeatInterval)
-	expiry := time.NewTimer(time.Until(lastAck.Add(c.cfg.SessionTimeout - DrainMargin)))
+	deadline := func() time.Time { return lastAck.Add(c.cfg.SessionTimeout - DrainMargin) }
+	expired := make(chan struct{})
+	expiry := time.AfterFunc(time.Until(deadline()), func() {
+		log.Error("no heartbeat acknowledged while draining; cancelling handlers before the session can expire",
+			"session_timeout", c.cfg.SessionTimeout)
+		cancel()
+		close(expired)
+	})
 	defer expiry.Stop()
 	tick := time.NewTicker(c.cfg.HeartbeatInterval)
 	defer tick.Stop()
 	hb := &heartbeater{
-		client:  &kafka.Client{Addr: kafka.TCP(c.cfg.Brokers...)},
-		timeout: c.cfg.HeartbeatInterval,
-		req:     heartbeat.Request{GroupID: gen.GroupID, GenerationID: gen.ID, MemberID: gen.MemberID},
+		client: &kafka.Client{Addr: kafka.TCP(c.cfg.Brokers...)},
+		req:    heartbeat.Request{GroupID: gen.GroupID, GenerationID: gen.ID, MemberID: gen.MemberID},
 	}
 	defer hb.close()
 	for {
-		select {
-		case <-stop:
-			return
-		case <-expiry.C:
-			log.Error("no heartbeat acknowledged while draining; cancelling handlers before the session can expire",
-				"since", time.Since(lastAck).Round(time.Millisecond), "session_timeout", c.cfg.SessionTimeout)
-			cancel()
-			return
-		case <-tick.C:
-		}
 		sent := time.Now() // the coordinator restarts the session clock no earlier
-		err := hb.beat()
+		limit := sent.Add(c.cfg.HeartbeatInterval)
+		if d := deadline(); d.Before(limit) {
+			limit = d
+		}
+		err := hb.beat(limit)
 		switch {
 		case err == nil || errors.Is(err, kafka.RebalanceInProgress):
+			if !expiry.Stop() {
+				return // the deadline passed during the beat: handlers are cancelled
+			}
 			lastAck = sent
-			expiry.Reset(time.Until(lastAck.Add(c.cfg.SessionTimeout - DrainMargin)))
+			expiry.Reset(time.Until(deadline()))
 		case errors.Is(err, kafka.UnknownMemberId), errors.Is(err, kafka.IllegalGeneration), errors.Is(err, kafka.FencedInstanceID):
 			log.Error("membership lost while draining; cancelling handlers", "err", err)
 			cancel()
 			return
 		default:
 			log.Warn("heartbeat while draining", "err", err)
+		}
+		select {
+		case <-stop:
+			return
+		case <-expired:
+			return
+		case <-tick.C:
 		}
 	}
 }
@@ -94,25 +113,25 @@ func (c *Consumer[T]) holdSession(gctx context.Context, stop <-chan struct{}, ge
 // that every error code reads as success (segmentio/kafka-go#1371). Not
 // safe for concurrent use.
 type heartbeater struct {
-	client  *kafka.Client // finds the coordinator
-	timeout time.Duration // per lookup, dial and heartbeat
-	req     heartbeat.Request
-	conn    net.Conn // to the coordinator; nil until dialled, and after an error
-	corr    int32    // last correlation id
+	client *kafka.Client // finds the coordinator
+	req    heartbeat.Request
+	conn   net.Conn // to the coordinator; nil until dialled, and after an error
+	corr   int32    // last correlation id
 }
 
 // beat sends one heartbeat and returns the coordinator's answer as a
 // kafka.Error (nil: acknowledged). It looks the coordinator up and
 // connects when it has no connection, and drops the connection after any
-// answer but success or a rebalance in progress.
-func (h *heartbeater) beat() error {
+// answer but success or a rebalance in progress. All of it ends by
+// deadline.
+func (h *heartbeater) beat(deadline time.Time) error {
 	if h.conn == nil {
-		if err := h.connect(); err != nil {
+		if err := h.connect(deadline); err != nil {
 			return err
 		}
 	}
 	h.corr++
-	_ = h.conn.SetDeadline(time.Now().Add(h.timeout))
+	_ = h.conn.SetDeadline(deadline)
 	m, err := protocol.RoundTrip(h.conn, 0, h.corr, "notiflow-consume", &h.req)
 	if err == nil {
 		if code := m.(*heartbeat.Response).ErrorCode; code != 0 {
@@ -127,8 +146,8 @@ func (h *heartbeater) beat() error {
 }
 
 // connect finds the group's coordinator and connects to it.
-func (h *heartbeater) connect() error {
-	ctx, cancel := context.WithTimeout(context.Background(), h.timeout)
+func (h *heartbeater) connect(deadline time.Time) error {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	res, err := h.client.FindCoordinator(ctx, &kafka.FindCoordinatorRequest{Key: h.req.GroupID, KeyType: kafka.CoordinatorKeyTypeConsumer})
 	if err == nil {
