@@ -53,7 +53,7 @@ type Health struct {
 	draining atomic.Bool
 
 	logMu  sync.Mutex
-	failed map[string]string // check name -> error last logged
+	failed map[string]loggedFailure // check name -> what was logged last
 }
 
 // NewHealth returns a Health with no checks, ready and not draining, that
@@ -62,7 +62,7 @@ func NewHealth(log *slog.Logger) *Health {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Health{log: log, checks: map[string]Check{}, failed: map[string]string{}}
+	return &Health{log: log, checks: map[string]Check{}, failed: map[string]loggedFailure{}}
 }
 
 // AddCheck registers a readiness check under name, replacing any earlier one.
@@ -122,14 +122,25 @@ func (h *Health) logChange(name string, err error) {
 	h.logMu.Lock()
 	defer h.logMu.Unlock()
 	last, failing := h.failed[name]
+	now := time.Now()
 	switch {
 	case err == nil && failing:
 		delete(h.failed, name)
 		h.log.Info("readiness check recovered", "check", name)
-	case err != nil && (!failing || last != err.Error()):
-		h.failed[name] = err.Error()
+	case err != nil && (!failing || last.text != err.Error() && now.Sub(last.at) >= failureRelog):
+		h.failed[name] = loggedFailure{text: err.Error(), at: now}
 		h.log.Warn("readiness check failing", "check", name, "err", err)
 	}
+}
+
+// failureRelog is how often a failing check whose error text keeps
+// changing (an ephemeral port, a timestamp) is logged again at most.
+const failureRelog = time.Minute
+
+// loggedFailure is a failing check's error as last logged, and when.
+type loggedFailure struct {
+	text string
+	at   time.Time
 }
 
 // failedChecks returns what /readyz may say of err from Ready: the names
