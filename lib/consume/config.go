@@ -108,7 +108,9 @@ type Config struct {
 	// from its first unfinished one to the fetch position, finished or
 	// not, none of which can be committed yet. Fetching of a partition
 	// pauses while its window is full, so a crash redelivers at most this
-	// many records per partition. At least MaxInFlightPerPartition; zero
+	// many records per partition plus those that left the window since the
+	// last commit (see the package documentation). At least
+	// MaxInFlightPerPartition; zero
 	// takes the larger of DefaultMaxUncommittedPerPartition and
 	// MaxInFlightPerPartition.
 	MaxUncommittedPerPartition int
