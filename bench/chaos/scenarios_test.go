@@ -132,8 +132,10 @@ var scenarios = []scenario{
 // once: when the endpoint recovers, each notification reaches it once
 // (receiver_raw_repeats 0).
 func deadEndpointRebalance(t *testing.T, w *world) map[string]string {
-	// Checked once everything settled, before the processes stop.
-	t.Cleanup(func() { checkDrains(t, w.stack.Procs("dispatcher")) })
+	// Checked once everything settled, before the processes stop; the
+	// member that leaves is read before it goes.
+	waits := map[string]float64{}
+	w.checks = append(w.checks, func() []string { return checkDrains(w.stack.Procs("dispatcher"), waits) })
 	must(t, w.waitPersisted(0.2, 2*time.Minute))
 	w.recv.SetHanging(true)
 	defer w.recv.SetHanging(false)
@@ -149,31 +151,36 @@ func deadEndpointRebalance(t *testing.T, w *world) map[string]string {
 	must(t, waitFor(time.Minute, func() bool {
 		return metricValue(joining.Addr, "notiflow_consumer_rebalances_total") >= 1
 	}))
-	if err := w.stack.Procs("dispatcher")[0].Term(30 * time.Second); err != nil {
+	leaving := w.stack.Procs("dispatcher")[0]
+	waits[leaving.Name] = metricValue(leaving.Addr, "notiflow_dispatcher_inflight_waits_total")
+	if err := leaving.Term(30 * time.Second); err != nil {
 		t.Errorf("dispatcher-1: graceful stop: %v", err)
 	}
 	return nil
 }
 
-// checkDrains checks that no record ran on two dispatchers at once and
-// that the fault happened. From the dispatchers still running: none found
-// a record claimed in Redis by another (notiflow_dispatcher_inflight_waits_total
+// checkDrains returns what shows that a record ran on two dispatchers at
+// once, or that the fault did not happen. From every dispatcher (read now
+// if it runs, else from stopped, read before it stopped): none found a
+// record claimed in Redis by another (notiflow_dispatcher_inflight_waits_total
 // 0: a new owner started a record an old owner still ran). From every
 // dispatcher's log: no commit was refused (a member expelled mid-drain),
 // and at least one drain ran into its deadline (handlers held on the dead
 // endpoint for longer than the session timeout).
-func checkDrains(t *testing.T, procs []*harness.Proc) {
-	t.Helper()
+func checkDrains(procs []*harness.Proc, stopped map[string]float64) []string {
+	var problems []string
 	deadlines := 0
 	for _, p := range procs {
+		n, read := stopped[p.Name]
 		if p.Running() {
-			if n := metricValue(p.Addr, "notiflow_dispatcher_inflight_waits_total"); n != 0 {
-				t.Errorf("%s: notiflow_dispatcher_inflight_waits_total %v, want 0: a record ran on two members at once", p.Name, n)
-			}
+			n, read = metricValue(p.Addr, "notiflow_dispatcher_inflight_waits_total"), true
+		}
+		if read && n != 0 {
+			problems = append(problems, fmt.Sprintf("%s: notiflow_dispatcher_inflight_waits_total %v, want 0: a record ran on two members at once", p.Name, n))
 		}
 		b, err := os.ReadFile(p.LogPath)
 		if err != nil {
-			t.Errorf("read %s log: %v", p.Name, err)
+			problems = append(problems, fmt.Sprintf("read %s log: %v", p.Name, err))
 			continue
 		}
 		for _, line := range strings.Split(string(b), "\n") {
@@ -181,13 +188,14 @@ func checkDrains(t *testing.T, procs []*harness.Proc) {
 			case strings.Contains(line, `"msg":"drain deadline passed`):
 				deadlines++
 			case strings.Contains(line, `"msg":"final commit"`), strings.Contains(line, `"msg":"commit offsets"`):
-				t.Errorf("%s: a commit was refused: %s", p.Name, line)
+				problems = append(problems, fmt.Sprintf("%s: a commit was refused: %s", p.Name, line))
 			}
 		}
 	}
 	if deadlines == 0 {
-		t.Error("no drain ran into its deadline: no handler was held on the dead endpoint through a rebalance")
+		problems = append(problems, "no drain ran into its deadline: no handler was held on the dead endpoint through a rebalance")
 	}
+	return problems
 }
 
 // waitFor polls cond until it holds or timeout passes.
@@ -292,6 +300,12 @@ func TestChaos(t *testing.T) {
 			faultOver := time.Now()
 			w.settle(4*time.Minute, 3*time.Second)
 			o := w.verify(fmt.Sprintf("%d %s", sc.id, sc.name), time.Since(faultOver), dlq)
+			for _, check := range w.checks {
+				if problems := check(); len(problems) > 0 {
+					o.Problems = append(o.Problems, problems...)
+					o.Pass = false
+				}
+			}
 			mu.Lock()
 			results = append(results, o)
 			mu.Unlock()

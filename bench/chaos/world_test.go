@@ -75,6 +75,9 @@ type world struct {
 	hooks  map[int64]bool // target id -> webhook channel
 	expect map[occ]bool
 	names  []string // recipient ids when the scenario chooses them
+	// checks are a scenario's own checks, run once everything settled;
+	// each returns its problems, which fail the scenario's outcome.
+	checks []func() []string
 }
 
 // occ identifies an occurrence: target id and occurrence time (µs).
