@@ -53,10 +53,18 @@ func (g *generation[T]) accumulate() {
 	}
 }
 
-// flushLoop hands batches to the batch handler until the accumulator is done.
+// flushLoop hands batches to the batch handler until the accumulator is
+// done. Once a batch was abandoned, the later ones are abandoned unhandled
+// (see batchStopped).
 func (g *generation[T]) flushLoop() {
 	for batch := range g.flushCh {
-		g.handleBatch(batch)
+		if g.batchStopped.Load() {
+			for _, j := range batch {
+				g.abandon(j)
+			}
+		} else {
+			g.handleBatch(batch)
+		}
 		for _, j := range batch {
 			g.recycle(j)
 		}
@@ -79,8 +87,8 @@ func (g *generation[T]) callBatch(recs []*Record[T]) (err error) {
 // handleBatch dead letters the undecodable records of batch, then runs the
 // handler on the rest until it succeeds, retrying with backoff. With
 // BatchMaxAttempts set, a batch that keeps failing is dead lettered whole.
-// When the handler context ends first, the batch is abandoned (left
-// uncommitted).
+// When the handler context ends first, or the handler gave way to the drain
+// (ErrDraining), the batch is abandoned (left uncommitted).
 func (g *generation[T]) handleBatch(batch []*job[T]) {
 	c := g.c
 	var dead, good []*job[T]
@@ -114,7 +122,8 @@ func (g *generation[T]) handleBatch(batch []*job[T]) {
 			}
 			return
 		}
-		if g.hctx.Err() != nil {
+		if g.hctx.Err() != nil || g.gaveWay(err) {
+			g.batchStopped.Store(true)
 			for _, j := range good {
 				g.abandon(j)
 			}
@@ -133,6 +142,7 @@ func (g *generation[T]) handleBatch(batch []*job[T]) {
 			j.part.retried.Inc()
 		}
 		if !sleep(g.hctx, Backoff(attempt, c.cfg.BackoffMin, c.cfg.BackoffMax)) {
+			g.batchStopped.Store(true)
 			for _, j := range good {
 				g.abandon(j)
 			}

@@ -219,10 +219,15 @@ type partition struct {
 
 // generation is the state of one generation's run.
 type generation[T any] struct {
-	c                *Consumer[T]
-	gen              *kafka.Generation
-	parts            []*partition
-	hctx             context.Context // handler context: ends at the drain deadline
+	c        *Consumer[T]
+	gen      *kafka.Generation
+	parts    []*partition
+	hctx     context.Context // handler context: ends at the drain deadline
+	draining <-chan struct{} // closed when the drain begins (see Draining)
+	// batchStopped is set once a batch was abandoned: the later batches of
+	// the generation are abandoned too (they may hold later records of its
+	// keys).
+	batchStopped     atomic.Bool
 	lanes            *lanes[T]
 	batchIn          chan *job[T]
 	flushCh          chan []*job[T]
@@ -263,9 +268,13 @@ func (g *generation[T]) recycle(j *job[T]) {
 }
 
 func (c *Consumer[T]) runGeneration(ctx, gctx context.Context, gen *kafka.Generation) {
-	hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))
+	// fetchCtx ends when the generation ends or the consumer stops: the
+	// drain begins then, and handlers see it through Draining.
+	fetchCtx, stopFetch := context.WithCancel(context.Background())
+	defer stopFetch()
+	hctx, hcancel := context.WithCancel(context.WithValue(context.WithoutCancel(ctx), drainingKey{}, fetchCtx.Done()))
 	defer hcancel()
-	g := &generation[T]{c: c, gen: gen, hctx: hctx, base: time.Now(), inFlight: c.m.inFlight.WithLabelValues(c.cfg.GroupID),
+	g := &generation[T]{c: c, gen: gen, hctx: hctx, draining: fetchCtx.Done(), base: time.Now(), inFlight: c.m.inFlight.WithLabelValues(c.cfg.GroupID),
 		latency: c.m.handlerSeconds.WithLabelValues(c.cfg.GroupID)}
 	for topic, as := range gen.Assignments {
 		for _, a := range as {
@@ -287,9 +296,6 @@ func (c *Consumer[T]) runGeneration(ctx, gctx context.Context, gen *kafka.Genera
 		session.Wait()
 	}()
 
-	// fetchCtx ends when the generation ends or the consumer stops.
-	fetchCtx, stopFetch := context.WithCancel(context.Background())
-	defer stopFetch()
 	go func() {
 		select {
 		case <-ctx.Done():
@@ -529,12 +535,12 @@ func (g *generation[T]) fetch(ctx context.Context, p *partition) {
 			j.stripe = g.lanes.stripeOf(msg.Key)
 		}
 		if j.err != nil || c.handlerNanos.Load() >= int64(c.cfg.InlineBelow) || !g.running.tryTake() {
-			g.lanes.submit(j)
+			g.submit(j)
 			continue
 		}
 		if !g.lanes.claim(j) {
 			g.running.give()
-			g.lanes.submit(j)
+			g.submit(j)
 			continue
 		}
 		kept := g.runInline(p, j)
@@ -542,6 +548,15 @@ func (g *generation[T]) fetch(ctx context.Context, p *partition) {
 		if !kept {
 			return // taken over
 		}
+	}
+}
+
+// submit hands j to the lanes, or abandons it when its stripe stopped
+// (see settle).
+func (g *generation[T]) submit(j *job[T]) {
+	if !g.lanes.submit(j) {
+		g.abandon(j)
+		g.recycle(j)
 	}
 }
 
@@ -554,14 +569,17 @@ func (g *generation[T]) fetch(ctx context.Context, p *partition) {
 func (g *generation[T]) runInline(p *partition, j *job[T]) bool {
 	since := g.mono()
 	p.inlineSince.Store(since)
+	done := false
 	if g.hctx.Err() != nil {
 		g.abandon(j)
 	} else if err := g.runOnce(j); err != nil {
 		j.failed = err
 		g.lanes.ready <- j
 		return p.inlineSince.CompareAndSwap(since, 0)
+	} else {
+		done = true
 	}
-	next := g.lanes.next(j)
+	next := g.settle(j, done)
 	g.recycle(j)
 	if next != nil {
 		g.lanes.ready <- next
@@ -591,48 +609,67 @@ func (g *generation[T]) abandon(j *job[T]) { g.release(j) }
 func (g *generation[T]) workLoop() {
 	for j := range g.lanes.ready {
 		for j != nil {
+			done := false
 			if g.hctx.Err() != nil || !g.running.take(g.hctx) {
 				g.abandon(j)
 			} else {
-				g.handle(j)
+				done = g.handle(j)
 				g.running.give()
 			}
-			next := g.lanes.next(j)
+			next := g.settle(j, done)
 			g.recycle(j)
 			j = next
 		}
 	}
 }
 
+// settle is called when j left its worker, done (completed or dead
+// lettered) or not (abandoned), and returns the next job of j's stripe to
+// run, if any. After an abandoned job the stripe's waiting jobs are
+// abandoned too and the stripe takes no more jobs in this generation, so
+// that a key's later records never run before an earlier one that is to
+// run again.
+func (g *generation[T]) settle(j *job[T], done bool) *job[T] {
+	if done {
+		return g.lanes.next(j)
+	}
+	for _, w := range g.lanes.stop(j) {
+		g.abandon(w)
+		g.recycle(w)
+	}
+	return nil
+}
+
 // handle runs the handler on j until it is done: retried with backoff,
 // dead lettered when it keeps failing, abandoned when the handler context
-// ends. A job that failed inline comes with its first attempt made.
-func (g *generation[T]) handle(j *job[T]) {
+// ends or the handler gave way to the drain (ErrDraining). A job that
+// failed inline comes with its first attempt made. It reports whether j is
+// done (false: abandoned).
+func (g *generation[T]) handle(j *job[T]) bool {
 	c, p := g.c, j.part
 	if j.err != nil {
-		g.deadLetter([]*job[T]{j}, j.err, 0)
-		return
+		return g.deadLetter([]*job[T]{j}, j.err, 0)
 	}
 	err := j.failed // an attempt made inline (runInline)
 	if j.attempt == 0 {
 		err = g.runOnce(j)
 	}
 	for err != nil {
-		if g.hctx.Err() != nil {
+		if g.hctx.Err() != nil || g.gaveWay(err) {
 			g.abandon(j)
-			return
+			return false
 		}
 		if errors.Is(err, ErrPermanent) || j.attempt >= c.cfg.MaxAttempts {
-			g.deadLetter([]*job[T]{j}, err, j.attempt)
-			return
+			return g.deadLetter([]*job[T]{j}, err, j.attempt)
 		}
 		p.retried.Inc()
 		if !sleep(g.hctx, Backoff(j.attempt, c.cfg.BackoffMin, c.cfg.BackoffMax)) {
 			g.abandon(j)
-			return
+			return false
 		}
 		err = g.runOnce(j)
 	}
+	return true
 }
 
 // runOnce calls the handler once on j and completes j when it succeeded.
@@ -677,8 +714,9 @@ func (c *Consumer[T]) recovered(v any, attrs ...any) error {
 
 // deadLetter sends jobs to the DLQ with reason (each job's own decode error
 // wins over reason) and completes them once Kafka acknowledged. It keeps
-// trying until the handler context ends; then the jobs are abandoned.
-func (g *generation[T]) deadLetter(jobs []*job[T], reason error, attempts int) {
+// trying until the handler context ends; then the jobs are abandoned. It
+// reports whether the jobs were dead lettered (false: abandoned).
+func (g *generation[T]) deadLetter(jobs []*job[T], reason error, attempts int) bool {
 	c := g.c
 	recs := make([]kafkax.DeadRecord, len(jobs))
 	for i, j := range jobs {
@@ -698,13 +736,14 @@ func (g *generation[T]) deadLetter(jobs []*job[T], reason error, attempts int) {
 			for _, j := range jobs {
 				g.abandon(j)
 			}
-			return
+			return false
 		}
 	}
 	for _, j := range jobs {
 		j.part.deadLettered.Inc()
 		g.complete(j)
 	}
+	return true
 }
 
 // flushCounts moves the hot-path counts into the Prometheus metrics: the

@@ -172,6 +172,7 @@ func TestDrainingSignalsWaitingHandlers(t *testing.T) {
 
 	// The next owner gets them again; completed, they are committed.
 	cfg.Logger = slog.New(&genLog{})
+	cfg.CommitInterval = 100 * time.Millisecond
 	c, err := New(cfg, decodeSeq, hl.handler("D"))
 	if err != nil {
 		t.Fatal(err)

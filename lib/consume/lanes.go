@@ -30,8 +30,9 @@ type lanes[T any] struct {
 }
 
 type stripe[T any] struct {
-	busy bool
-	q    []*job[T]
+	busy    bool
+	stopped bool // takes no more jobs (see stop)
+	q       []*job[T]
 }
 
 type paddedMutex struct {
@@ -53,20 +54,26 @@ func (l *lanes[T]) stripeOf(key []byte) int {
 }
 
 // submit queues j behind the running job of its stripe, or makes it ready.
-func (l *lanes[T]) submit(j *job[T]) {
+// It reports false, leaving j to the caller, when j's stripe stopped.
+func (l *lanes[T]) submit(j *job[T]) bool {
 	if l.ordered {
 		mu := &l.locks[j.stripe%laneLocks]
 		mu.Lock()
 		s := &l.stripes[j.stripe]
+		if s.stopped {
+			mu.Unlock()
+			return false
+		}
 		if s.busy {
 			s.q = append(s.q, j)
 			mu.Unlock()
-			return
+			return true
 		}
 		s.busy = true
 		mu.Unlock()
 	}
 	l.ready <- j
+	return true
 }
 
 // claim marks j's stripe busy for the caller when it is idle and reports
@@ -79,7 +86,7 @@ func (l *lanes[T]) claim(j *job[T]) bool {
 	mu.Lock()
 	defer mu.Unlock()
 	s := &l.stripes[j.stripe]
-	if s.busy {
+	if s.busy || s.stopped {
 		return false
 	}
 	s.busy = true
@@ -105,4 +112,21 @@ func (l *lanes[T]) next(j *job[T]) *job[T] {
 	s.q[0] = nil
 	s.q = s.q[1:]
 	return n
+}
+
+// stop is called instead of next when j was left unfinished: j's stripe
+// takes no more jobs (submit refuses them, claim fails) and stays busy, and
+// the jobs waiting in it are returned for the caller to abandon.
+func (l *lanes[T]) stop(j *job[T]) []*job[T] {
+	if !l.ordered {
+		return nil
+	}
+	mu := &l.locks[j.stripe%laneLocks]
+	mu.Lock()
+	defer mu.Unlock()
+	s := &l.stripes[j.stripe]
+	s.stopped = true
+	q := s.q
+	s.q = nil
+	return q
 }

@@ -209,9 +209,12 @@ func (d *Dispatcher) unhold(token string) {
 //     both must be stored before Handle returns.
 //
 // Redis and Kafka failures are waited out with backoff, never counted as
-// attempts: Handle returns an error only when ctx ends, and the record is
-// then left uncommitted and redelivered (a deferred record too: it is
-// neither recorded RATE_LIMITED nor dead-lettered).
+// attempts: Handle returns an error only when ctx ends or, while the
+// record is deferred, when its generation's drain begins (consume.Draining;
+// the error wraps consume.ErrDraining), and the record is then left
+// uncommitted and redelivered (a deferred record is neither recorded
+// RATE_LIMITED nor dead-lettered). A send in progress is not cut by the
+// drain: it runs until it has an outcome or ctx ends.
 func (d *Dispatcher) Handle(ctx context.Context, rec *consume.Record[*notiflowv1.NotificationDue]) error {
 	due := rec.Value
 	out, remembered, err := d.dispatch(ctx, due)
@@ -277,7 +280,7 @@ func (d *Dispatcher) dispatch(ctx context.Context, due *notiflowv1.NotificationD
 		defer d.unhold(token)
 	}
 	if err != nil {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || errors.Is(err, consume.ErrDraining) {
 			return domain.Outcome{}, nil, err
 		}
 		o := failure(err.Error())
@@ -337,7 +340,9 @@ func failure(reason string) domain.Outcome {
 // worker holds the notification (until that claim is done or expires) and,
 // when the claim is Deferred, until the recipient's next rate window opens
 // (then it claims again). It returns how long it waited on the rate limit,
-// and an error when ctx ends or the marker is unreadable.
+// and an error when ctx ends, when the drain begins during a rate-limit wait
+// (wrapping consume.ErrDraining: the wait holds no claim, so the record
+// gives way and is redelivered) or when the marker is unreadable.
 func (d *Dispatcher) claim(ctx context.Context, due *notiflowv1.NotificationDue, token string) (domain.Claim, time.Duration, error) {
 	depTry, busyTry := 0, 0
 	var deferredAt time.Time // when the rate limit first deferred the record
@@ -354,6 +359,7 @@ func (d *Dispatcher) claim(ctx context.Context, due *notiflowv1.NotificationDue,
 		now := d.opt.Now()
 		c, err := d.dedup.Claim(ctx, due.NotificationId, due.RecipientId, token, now)
 		var wait time.Duration
+		var draining <-chan struct{} // ends the wait when the drain begins
 		switch {
 		case err == nil && c.State == domain.Deferred:
 			if deferredAt.IsZero() {
@@ -362,6 +368,7 @@ func (d *Dispatcher) claim(ctx context.Context, due *notiflowv1.NotificationDue,
 				d.m.RateDeferWaiting.Inc()
 			}
 			wait = max(c.RetryAt.Sub(now), time.Millisecond)
+			draining = consume.Draining(ctx)
 		case err == nil && c.State != domain.Busy:
 			return c, deferred(), nil
 		case err == nil:
@@ -379,8 +386,8 @@ func (d *Dispatcher) claim(ctx context.Context, due *notiflowv1.NotificationDue,
 			d.depFailed("redis", "claim", err)
 			wait = consume.Backoff(depTry, d.opt.DepBackoffMin, d.opt.DepBackoffMax)
 		}
-		if !sleep(ctx, wait) {
-			return domain.Claim{}, deferred(), fmt.Errorf("claim %s: %w", due.NotificationId, ctx.Err())
+		if err := sleep(ctx, wait, draining); err != nil {
+			return domain.Claim{}, deferred(), fmt.Errorf("claim %s: %w", due.NotificationId, err)
 		}
 	}
 }
@@ -396,8 +403,8 @@ func (d *Dispatcher) retry(ctx context.Context, dep, op string, fn func(context.
 			return fmt.Errorf("%s: %w", op, ctx.Err())
 		}
 		d.depFailed(dep, op, err)
-		if !sleep(ctx, consume.Backoff(try, d.opt.DepBackoffMin, d.opt.DepBackoffMax)) {
-			return fmt.Errorf("%s: %w (last error: %v)", op, ctx.Err(), err)
+		if serr := sleep(ctx, consume.Backoff(try, d.opt.DepBackoffMin, d.opt.DepBackoffMax), nil); serr != nil {
+			return fmt.Errorf("%s: %w (last error: %v)", op, serr, err)
 		}
 	}
 }
@@ -414,14 +421,17 @@ func (d *Dispatcher) depFailed(dep, op string, err error) {
 	}
 }
 
-// sleep waits d or until ctx ends; it reports whether the full wait passed.
-func sleep(ctx context.Context, d time.Duration) bool {
+// sleep waits d; it returns ctx's error when ctx ends first, and
+// consume.ErrDraining when draining (nil: never) is closed first.
+func sleep(ctx context.Context, d time.Duration, draining <-chan struct{}) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return false
+		return ctx.Err()
+	case <-draining:
+		return consume.ErrDraining
 	case <-t.C:
-		return true
+		return nil
 	}
 }
