@@ -36,9 +36,11 @@ type Record[T any] struct {
 type Decoder[T any] func(msg *kafka.Message) (T, error)
 
 // Handler handles one record. It must return promptly once ctx ends (ctx
-// ends when the drain deadline passes, not when the generation ends).
-// Returning nil marks the record done; an error is retried (see Permanent);
-// a panic is recovered and dead letters the record at once (see ErrPanic).
+// ends when the drain deadline passes, not when the generation ends; the
+// drain's beginning is Draining(ctx)). Returning nil marks the record done;
+// an error is retried (see Permanent), except ErrDraining during a drain,
+// which abandons the record; a panic is recovered and dead letters the
+// record at once (see ErrPanic).
 // rec belongs to the runtime again once Handle returns: keep a copy of
 // what is needed later, never the pointer.
 type Handler[T any] interface {
@@ -53,8 +55,10 @@ func (f HandlerFunc[T]) Handle(ctx context.Context, rec *Record[T]) error { retu
 
 // BatchHandler handles a batch of records, possibly from several partitions.
 // Returning nil marks every record of the batch done; an error retries the
-// whole batch; a panic is recovered and dead letters the whole batch at
-// once (see ErrPanic). It must return promptly once ctx ends. The records
+// whole batch, except ErrDraining during a drain, which abandons it and the
+// generation's later batches (see Draining); a panic is recovered and dead
+// letters the whole batch at once (see ErrPanic). It must return promptly
+// once ctx ends. The records
 // belong to the runtime again once HandleBatch returns: never keep the
 // pointers.
 type BatchHandler[T any] interface {

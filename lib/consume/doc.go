@@ -24,7 +24,13 @@
 // context is cancelled and whatever has not finished is abandoned: it stays
 // uncommitted and is fetched again by whoever owns the partition next. A
 // final commit is made and the generation function returns so the group can
-// move on. While it drains, the consumer heartbeats for the member itself
+// move on. Handlers learn that the drain began through Draining(ctx), a
+// channel closed at that moment: one whose wait holds nothing (a timer, a
+// rate-limit wait) gives way by returning an error wrapping ErrDraining,
+// and its record is abandoned like a cancelled one (not retried, not dead
+// lettered, not committed), with the records queued behind it in its
+// ordering stripe, so that the drain need not wait for it; work in
+// progress that should finish ignores it. While it drains, the consumer heartbeats for the member itself
 // (kafka-go stops at the rebalance notice), so the member keeps its
 // partitions and its final commit is accepted; the next generation starts
 // only after every member's previous one returned, so two generations never
@@ -34,7 +40,7 @@
 //
 // Errors. A handler error is retried with exponential backoff and jitter up
 // to MaxAttempts; then the record goes to the dead-letter topic with its
-// reason and counts as done. An error wrapped with Permanent skips the
+// reason and counts as done (ErrDraining during a drain excepted, above). An error wrapped with Permanent skips the
 // retries. A handler that panics (per-record or batch, on a worker or on
 // a fetcher) is recovered: a panic is a bug that would recur on every
 // attempt and on every member, so its records are dead lettered at once
