@@ -53,13 +53,19 @@ func (l *lanes[T]) stripeOf(key []byte) int {
 	return int(maphash.Bytes(l.seed, key) % laneStripes)
 }
 
+// lock locks j's stripe and returns it with its lock, for the caller to
+// unlock.
+func (l *lanes[T]) lock(j *job[T]) (*stripe[T], *sync.Mutex) {
+	mu := &l.locks[j.stripe%laneLocks].Mutex
+	mu.Lock()
+	return &l.stripes[j.stripe], mu
+}
+
 // submit queues j behind the running job of its stripe, or makes it ready.
 // It reports false, leaving j to the caller, when j's stripe stopped.
 func (l *lanes[T]) submit(j *job[T]) bool {
 	if l.ordered {
-		mu := &l.locks[j.stripe%laneLocks]
-		mu.Lock()
-		s := &l.stripes[j.stripe]
+		s, mu := l.lock(j)
 		if s.stopped {
 			mu.Unlock()
 			return false
@@ -82,10 +88,8 @@ func (l *lanes[T]) claim(j *job[T]) bool {
 	if !l.ordered {
 		return true
 	}
-	mu := &l.locks[j.stripe%laneLocks]
-	mu.Lock()
+	s, mu := l.lock(j)
 	defer mu.Unlock()
-	s := &l.stripes[j.stripe]
 	if s.busy || s.stopped {
 		return false
 	}
@@ -99,10 +103,8 @@ func (l *lanes[T]) next(j *job[T]) *job[T] {
 	if !l.ordered {
 		return nil
 	}
-	mu := &l.locks[j.stripe%laneLocks]
-	mu.Lock()
+	s, mu := l.lock(j)
 	defer mu.Unlock()
-	s := &l.stripes[j.stripe]
 	if len(s.q) == 0 {
 		s.busy = false
 		s.q = s.q[:0:0] // drop a grown backing array once drained
@@ -121,10 +123,8 @@ func (l *lanes[T]) stop(j *job[T]) []*job[T] {
 	if !l.ordered {
 		return nil
 	}
-	mu := &l.locks[j.stripe%laneLocks]
-	mu.Lock()
+	s, mu := l.lock(j)
 	defer mu.Unlock()
-	s := &l.stripes[j.stripe]
 	s.stopped = true
 	q := s.q
 	s.q = nil
