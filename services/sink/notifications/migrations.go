@@ -1,17 +1,18 @@
-package adapters
+package notifications
 
 import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 
 	"github.com/notiflow/notiflow/lib/mysqlx"
 )
 
-// migrationTable records the sink's applied schema versions. It is not
+// MigrationTable records the sink's applied schema versions. It is not
 // called schema_migrations because the scheduler keeps its own table of that
 // name in the same database.
-const migrationTable = "sink_schema_migrations"
+const MigrationTable = "sink_schema_migrations"
 
 // migrations are applied in order; never edit one that was released, add a
 // new version instead. Statements must be idempotent (IF NOT EXISTS)
@@ -86,14 +87,18 @@ var migrations = []mysqlx.Migration{
 	},
 }
 
-// Migrate brings the schema to the latest version (lib/mysqlx: replicas
+// Migrations returns the sink's schema versions in order (a copy: callers
+// such as an upgrade test may apply a prefix of them with mysqlx.Migrate).
+func Migrations() []mysqlx.Migration { return slices.Clone(migrations) }
+
+// Migrate brings db's schema to the latest version (lib/mysqlx: replicas
 // starting at once serialise on a server lock; applied versions are
 // recorded in sink_schema_migrations, so running it again is a no-op).
-func (s *Store) Migrate(ctx context.Context) error {
-	return mysqlx.Migrate(ctx, s.db, migrationTable, migrations)
+func Migrate(ctx context.Context, db *sql.DB) error {
+	return mysqlx.Migrate(ctx, db, MigrationTable, migrations)
 }
 
 // SchemaVersion returns the highest applied migration version (0 if none).
-func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
-	return mysqlx.Version(ctx, s.db, migrationTable)
+func SchemaVersion(ctx context.Context, db *sql.DB) (int, error) {
+	return mysqlx.Version(ctx, db, MigrationTable)
 }
