@@ -62,8 +62,10 @@ test: deps test-tools
 		(cd $$m && $(TEST_ENV) $(GO) test $(TEST_FLAGS) ./...) || exit 1; \
 	done
 
-## lint: gofmt, go vet, staticcheck, same Go version everywhere, fresh protobuf code
+## lint: gofmt, go vet, staticcheck, same Go version everywhere, fresh protobuf code,
+## one owner per table (scripts/check-owners.sh)
 lint: proto-check
+	@scripts/check-owners.sh
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 	@test -x .deps/bin/staticcheck || GOBIN=$(CURDIR)/.deps/bin GOWORK=off $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
