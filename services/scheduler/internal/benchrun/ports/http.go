@@ -1,6 +1,7 @@
 package ports
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -120,11 +121,21 @@ func (h *Handler) start(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) get(w http.ResponseWriter, r *http.Request) error {
+	return runByID(w, r, h.svc.Get)
+}
+
+func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) error {
+	return runByID(w, r, h.svc.Cancel)
+}
+
+// runByID applies fn to the run the path names and answers the run fn
+// returns.
+func runByID(w http.ResponseWriter, r *http.Request, fn func(context.Context, string) (domain.Run, error)) error {
 	id, err := pathID(r)
 	if err != nil {
 		return err
 	}
-	run, err := h.svc.Get(r.Context(), id)
+	run, err := fn(r.Context(), id)
 	if err != nil {
 		return err
 	}
@@ -151,19 +162,6 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, struct {
 		Runs []domain.Run `json:"runs"`
 	}{runs})
-	return nil
-}
-
-func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathID(r)
-	if err != nil {
-		return err
-	}
-	run, err := h.svc.Cancel(r.Context(), id)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, run)
 	return nil
 }
 
