@@ -86,9 +86,6 @@ func (a *API) Register(mux *http.ServeMux) {
 	}
 }
 
-// httpError is an error with the status and message the client sees.
-type httpError = jsonhttp.Error
-
 var (
 	badRequest = jsonhttp.BadRequest
 	writeJSON  = jsonhttp.WriteJSON
