@@ -23,12 +23,7 @@ var channelNames = [...]string{
 // Name returns the lower-case name of s ("delivered", "rate_limited"):
 // "unspecified" for STATUS_UNSPECIFIED and for a value this build does not
 // know.
-func (s Status) Name() string {
-	if s > 0 && int(s) < len(statusNames) {
-		return statusNames[s]
-	}
-	return statusNames[Status_STATUS_UNSPECIFIED]
-}
+func (s Status) Name() string { return nameOf(statusNames[:], s) }
 
 // StatusByName returns the status whose Name is name. It is the inverse of
 // Name for every status but STATUS_UNSPECIFIED: ok is false for
@@ -40,12 +35,7 @@ func StatusByName(name string) (s Status, ok bool) {
 // Name returns the lower-case name of c ("webhook", "inbox", "sim"):
 // "unspecified" for CHANNEL_UNSPECIFIED and for a value this build does
 // not know.
-func (c Channel) Name() string {
-	if c > 0 && int(c) < len(channelNames) {
-		return channelNames[c]
-	}
-	return channelNames[Channel_CHANNEL_UNSPECIFIED]
-}
+func (c Channel) Name() string { return nameOf(channelNames[:], c) }
 
 // ChannelByName returns the channel whose Name is name. It is the inverse
 // of Name for every channel but CHANNEL_UNSPECIFIED: ok is false for
@@ -54,6 +44,16 @@ func ChannelByName(name string) (c Channel, ok bool) {
 	return byName[Channel](channelNames[:], name)
 }
 
+// nameOf returns names[v], or names[0] (the unspecified value's name) for
+// a value outside the table.
+func nameOf[E ~int32](names []string, v E) string {
+	if v > 0 && int(v) < len(names) {
+		return names[v]
+	}
+	return names[0]
+}
+
+// byName returns the value whose name is name, never the unspecified one.
 func byName[E ~int32](names []string, name string) (E, bool) {
 	for i := 1; i < len(names); i++ {
 		if names[i] == name {
