@@ -80,21 +80,6 @@ func (s *MySQLStore) releaseChunk(ctx context.Context, runID string, lo, hi uint
 	return n, nil
 }
 
-// RangeExclusive reports whether no target outside run rng.RunID has an
-// id in rng. Its locking read waits for transactions still inserting
-// targets in the range; ids only grow, so the answer holds for good.
-func (s *MySQLStore) RangeExclusive(ctx context.Context, rng domain.TargetRange) (bool, error) {
-	if rng.MaxID == 0 {
-		return true, nil
-	}
-	var all, ours int64
-	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(run_id = ?), 0) FROM notification_targets
-		WHERE id BETWEEN ? AND ? LOCK IN SHARE MODE`, rng.RunID, rng.MinID, rng.MaxID).Scan(&all, &ours); err != nil {
-		return false, fmt.Errorf("check the id range of run %s: %w", rng.RunID, err)
-	}
-	return all == ours, nil
-}
-
 // SampleRunOutbox counts rng's outbox rows and those the relay published,
 // and reads when the relay cursor last moved. It reads READ UNCOMMITTED (a
 // progress sample: no consistent-read version lookups on fresh rows).

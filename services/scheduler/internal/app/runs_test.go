@@ -219,12 +219,33 @@ func TestRunsDeleteDequeuesUnclaimedTargets(t *testing.T) {
 	if n, err := sched.CountTargets(ctx, "run-d"); err != nil || n != 0 {
 		t.Fatalf("%d targets of the deleted run left (%v)", n, err)
 	}
-	// The range is not exclusive when another run's target falls in it.
-	if _, err := runs.Create(ctx, runSpec("other", 1, 1, due), keep(due)); err != nil {
-		t.Fatal(err)
+}
+
+// TestRunsCreateSharedRange: when another client creates a target while a
+// run's targets are being created, the run's range is not exclusive, and
+// the run's rows are then selected by run id too.
+func TestRunsCreateSharedRange(t *testing.T) {
+	t.Parallel()
+	sched, runs := openRuns(t, 100)
+	ctx := context.Background()
+	due := time.Now().UTC().Add(time.Hour).Truncate(time.Microsecond)
+	other := app.NewTargets(sched, domain.Limits{}, 100, nil)
+	spec := runSpec("run-s", 250, 5, due)
+	input := spec.Input
+	spec.Input = func(i int) app.TargetInput {
+		if i == 150 { // while its second transaction is built, after its first
+			if _, err := other.Create(ctx, app.TargetInput{RecipientID: "someone", Channel: "inbox", TemplateID: "t", DueAt: &due}); err != nil {
+				t.Error(err)
+			}
+		}
+		return input(i)
 	}
-	excl, err := sched.RangeExclusive(ctx, domain.TargetRange{RunID: "run-d", MinID: created.Range.MinID, MaxID: created.Range.MaxID + 100})
-	if err != nil || excl {
-		t.Fatalf("range over another run's target exclusive = %v, %v", excl, err)
+	got, err := runs.Create(ctx, spec, keep(due))
+	if err != nil || got.Count != 250 || got.Range.Exclusive || got.Range.MaxID-got.Range.MinID+1 != 251 {
+		t.Fatalf("created = %+v, %v; want 250 targets over a shared range of 251 ids", got, err)
+	}
+	exclusive, err := runs.Create(ctx, runSpec("run-e", 250, 5, due), keep(due))
+	if err != nil || !exclusive.Range.Exclusive {
+		t.Fatalf("created alone = %+v, %v; want an exclusive range", exclusive, err)
 	}
 }
