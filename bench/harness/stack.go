@@ -20,12 +20,16 @@ import (
 // Services are the three binaries, by name.
 var Services = []string{"scheduler", "dispatcher", "sink"}
 
-// Build compiles the three services from root (the repository) into binDir.
-func Build(ctx context.Context, root, binDir string) error {
+// Build compiles services (all three when none is named) from root (the
+// repository) into binDir.
+func Build(ctx context.Context, root, binDir string, services ...string) error {
 	if err := os.MkdirAll(binDir, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", binDir, err)
 	}
-	for _, s := range Services {
+	if len(services) == 0 {
+		services = Services
+	}
+	for _, s := range services {
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(binDir, s), ".")
 		cmd.Dir = filepath.Join(root, "services", s)
 		if out, err := cmd.CombinedOutput(); err != nil {
