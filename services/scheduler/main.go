@@ -117,7 +117,8 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		benchapp.Options{
 			Lead: cfg.BenchLead, Stall: cfg.BenchStall, Sample: cfg.BenchSample, MaxNotifications: cfg.BenchMaxNotifications,
 		}, log)
-	benchports.NewHandler(bench, cfg.APIToken, log).Register(mux)
+	benchports.NewHandler(bench, cfg.APIToken, log).
+		WithSinkAPI(benchports.SinkAPI{BaseURL: cfg.SinkAPIURL, Token: cfg.APIToken}).Register(mux)
 
 	leader := app.NewLeader(app.RedisMutexes(rdb, cfg.LockKey, cfg.LockTTL), cfg.LockTTL, log, metrics)
 	relay := app.NewRelay(store, adapters.NewDuePublisher(writer, cfg.Kafka.TopicDue), cfg.RelayBatch, time.Now, metrics, log)
