@@ -40,7 +40,7 @@ type Config struct {
 	// variable: one token for the whole API). Secret: never logged.
 	APIToken       string `env:"NOTIFLOW_API_TOKEN"`
 	InsecureNoAuth bool   `env:"NOTIFLOW_INSECURE_NO_AUTH" default:"false"`
-	LogLevel string `env:"NOTIFLOW_LOG_LEVEL" default:"info"`
+	LogLevel       string `env:"NOTIFLOW_LOG_LEVEL" default:"info"`
 	// MySQLDSN holds the password: never logged as is.
 	MySQLDSN string `env:"NOTIFLOW_MYSQL_DSN" default:"notiflow:notiflow@tcp(127.0.0.1:3306)/notiflow?parseTime=true&loc=UTC"`
 	Group    string `env:"NOTIFLOW_GROUP" default:"notiflow-sink"`
