@@ -1,6 +1,7 @@
 // Command sink is notiflow's sink: it consumes dispatch results from
 // notify.dispatched.v1 and persists them in MySQL's notifications table in
-// batches, committing offsets only once the rows are durable.
+// batches, committing offsets only once the rows are durable, and serves
+// that table's read API (delivery status, in-app inbox).
 // Configuration and design: README.md.
 package main
 
@@ -24,6 +25,7 @@ import (
 	"github.com/notiflow/notiflow/services/sink/internal/app"
 	"github.com/notiflow/notiflow/services/sink/internal/config"
 	"github.com/notiflow/notiflow/services/sink/internal/ports"
+	"github.com/notiflow/notiflow/services/sink/notifications"
 )
 
 func main() {
@@ -132,6 +134,7 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 		return err
 	})
 	mux := obs.Mux(health, reg)
+	ports.NewReadAPI(notifications.NewReader(store.DB()), cfg.APIToken, log).Register(mux)
 
 	httpCtx, stopHTTP := context.WithCancel(context.Background())
 	defer stopHTTP()

@@ -11,7 +11,7 @@ func lookup(m map[string]string) func(string) (string, bool) {
 
 func TestDefaultsAreValid(t *testing.T) {
 	t.Parallel()
-	c, err := LoadFrom(lookup(nil))
+	c, err := LoadFrom(lookup(map[string]string{"NOTIFLOW_API_TOKEN": "s3cret"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,6 +30,9 @@ func TestValidateNamesTheVariable(t *testing.T) {
 		give map[string]string
 		want string
 	}{
+		{map[string]string{}, "NOTIFLOW_API_TOKEN: is required"},
+		{map[string]string{"NOTIFLOW_API_TOKEN": " x"}, "NOTIFLOW_API_TOKEN: must not start or end with whitespace"},
+		{map[string]string{"NOTIFLOW_INSECURE_NO_AUTH": "true"}, ""},
 		{map[string]string{"NOTIFLOW_BATCH_SIZE": "0"}, "NOTIFLOW_BATCH_SIZE"},
 		{map[string]string{"NOTIFLOW_BATCH_IDLE": "5s", "NOTIFLOW_BATCH_MAX_AGE": "1s"}, "NOTIFLOW_BATCH_MAX_AGE"},
 		{map[string]string{"NOTIFLOW_FLUSH_CONCURRENCY": "0"}, "NOTIFLOW_FLUSH_CONCURRENCY"},
@@ -39,6 +42,9 @@ func TestValidateNamesTheVariable(t *testing.T) {
 		{map[string]string{"NOTIFLOW_GROUP": " "}, ""},
 	}
 	for _, tt := range tests {
+		if _, set := tt.give["NOTIFLOW_INSECURE_NO_AUTH"]; !set && !strings.HasPrefix(tt.want, "NOTIFLOW_API_TOKEN") {
+			tt.give["NOTIFLOW_API_TOKEN"] = "s3cret"
+		}
 		c, err := LoadFrom(lookup(tt.give))
 		if err != nil {
 			t.Fatal(err)
@@ -56,10 +62,10 @@ func TestValidateNamesTheVariable(t *testing.T) {
 	}
 }
 
-func TestLogValueHidesThePassword(t *testing.T) {
+func TestLogValueHidesTheSecrets(t *testing.T) {
 	t.Parallel()
-	c, _ := LoadFrom(lookup(map[string]string{"NOTIFLOW_MYSQL_DSN": "u:s3cret@tcp(db:3306)/x"}))
-	if s := c.LogValue().String(); strings.Contains(s, "s3cret") {
+	c, _ := LoadFrom(lookup(map[string]string{"NOTIFLOW_MYSQL_DSN": "u:s3cret@tcp(db:3306)/x", "NOTIFLOW_API_TOKEN": "t0ken"}))
+	if s := c.LogValue().String(); strings.Contains(s, "s3cret") || strings.Contains(s, "t0ken") {
 		t.Fatalf("password logged: %s", s)
 	}
 }
