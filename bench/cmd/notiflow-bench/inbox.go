@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -65,6 +66,11 @@ type inboxResult struct {
 	// one core busy).
 	CPUSec   map[string]float64 `json:"cpuSec"`
 	CPUShare map[string]float64 `json:"cpuShare"`
+	// MachineBusyCores is the whole machine's busy CPU during the load
+	// (every process, this tool and other users included), in cores.
+	MachineBusyCores float64 `json:"machineBusyCores"`
+	// LoadAvg is /proc/loadavg at the end of the first-page load.
+	LoadAvg string `json:"loadAvg"`
 }
 
 func cmdInbox(ctx context.Context, args []string) error {
@@ -85,15 +91,16 @@ func cmdInbox(ctx context.Context, args []string) error {
 		return err
 	}
 	res, err := inboxBenchmark(ctx, root, o)
-	if err != nil {
+	if res == nil {
 		return err
 	}
+	// A load with failed requests is reported too, then exits non-zero.
 	printLoad("first page", res.FirstPage)
 	if res.UnreadCount != nil {
 		printLoad("unread count", *res.UnreadCount)
 	}
-	fmt.Printf("CPU during the load (cores): %v\n", res.CPUShare)
-	return writeJSON(filepath.Join(root, o.Out), res)
+	fmt.Printf("CPU during the load (cores): %v; whole machine busy: %.2f cores\n", res.CPUShare, res.MachineBusyCores)
+	return errors.Join(writeJSON(filepath.Join(root, o.Out), res), err)
 }
 
 // inboxBenchmark seeds the table unless a previous run did, starts a sink
@@ -163,12 +170,14 @@ func inboxBenchmark(ctx context.Context, root string, o inboxOptions) (*inboxRes
 	}
 	pids := harness.DepPids(root)
 	meter := harness.StartCPUMeter(map[string]int{"sink": sink.Pid(), "mariadb": pids["mariadb"]})
+	busy0, _ := harness.MachineCPUSeconds()
 	loaded := o.Duration
 	fmt.Printf("load: GET %s at %d/s for %s\n", page.URL, o.Rate, o.Duration)
 	page.For = o.Duration
 	if res.FirstPage, err = inbox.Load(ctx, page); err != nil {
 		return nil, err
 	}
+	res.LoadAvg = loadAvg()
 	if o.UnreadCount {
 		count := inbox.LoadSpec{URL: apiBase + "/unread_count", Token: token, Rate: o.Rate, For: o.Duration}
 		fmt.Printf("load: GET %s at %d/s for %s\n", count.URL, o.Rate, o.Duration)
@@ -180,6 +189,9 @@ func inboxBenchmark(ctx context.Context, root string, o inboxOptions) (*inboxRes
 		loaded += o.Duration
 	}
 	res.CPUSec = meter.Stop()
+	if busy1, _ := harness.MachineCPUSeconds(); busy0 >= 0 && busy1 >= 0 {
+		res.MachineBusyCores = float64(int((busy1-busy0)/loaded.Seconds()*100)) / 100
+	}
 	res.CPUShare = map[string]float64{}
 	for k, v := range res.CPUSec {
 		res.CPUShare[k] = float64(int(v/loaded.Seconds()*100)) / 100
@@ -243,6 +255,19 @@ func seed(ctx context.Context, deps harness.Deps, iso harness.Isolation, s inbox
 		case <-t.C:
 		}
 	}
+}
+
+// loadAvg returns the 1, 5 and 15 minute load averages, or "".
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
 }
 
 func printLoad(name string, r inbox.LoadResult) {
