@@ -50,6 +50,29 @@ func LoadFrom(lookup Lookup, cfg any) error {
 	return errors.Join(errs...)
 }
 
+// FillZero sets each tagged field of cfg (a pointer to a struct) that holds
+// its zero value to its `default` tag, ignoring the environment: the
+// zero-value defaults of a library struct whose tags state its defaults,
+// for callers that build one by hand. A field without a default tag stays
+// zero. A bad default tag is reported as LoadFrom reports a bad value.
+func FillZero(cfg any) error {
+	v := reflect.ValueOf(cfg)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return fmt.Errorf("config: FillZero needs a pointer to a struct, got %T", cfg)
+	}
+	var errs []error
+	walk(v.Elem(), func(f reflect.Value, sf reflect.StructField, name string) {
+		def, ok := sf.Tag.Lookup("default")
+		if !ok || !f.IsZero() {
+			return
+		}
+		if err := set(f, def); err != nil {
+			errs = append(errs, fmt.Errorf("%s default %q: %w", name, def, err))
+		}
+	})
+	return errors.Join(errs...)
+}
+
 // Vars returns the names of the variables cfg's type reads, in field order.
 func Vars(cfg any) []string {
 	v := reflect.ValueOf(cfg)

@@ -85,3 +85,24 @@ func TestVars(t *testing.T) {
 		t.Errorf("Vars = %v, want %v", got, want)
 	}
 }
+
+func TestFillZero(t *testing.T) {
+	t.Parallel()
+	got := sample{Workers: 8, Ratio: 0.5}
+	if err := FillZero(&got); err != nil {
+		t.Fatalf("FillZero: %v", err)
+	}
+	want := sample{Name: "svc", Workers: 8, Wait: time.Second, Ratio: 0.5, Kafka: inner{Brokers: []string{"127.0.0.1:9092"}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+	var bad struct {
+		N int `env:"T_N" default:"many"`
+	}
+	if err := FillZero(&bad); err == nil || !strings.Contains(err.Error(), `T_N default "many"`) {
+		t.Errorf("FillZero with a bad tag = %v", err)
+	}
+	if err := FillZero(sample{}); err == nil {
+		t.Error("FillZero of a struct value: nil error")
+	}
+}
