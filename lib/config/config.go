@@ -14,6 +14,11 @@ import (
 // os.LookupEnv satisfies it; tests pass a map-backed function.
 type Lookup func(name string) (string, bool)
 
+// MapLookup is a Lookup of the variables in m alone (tests).
+func MapLookup(m map[string]string) Lookup {
+	return func(name string) (string, bool) { v, ok := m[name]; return v, ok }
+}
+
 // Load fills the tagged fields of cfg (a pointer to a struct) from the
 // process environment. See LoadFrom.
 func Load(cfg any) error { return LoadFrom(os.LookupEnv, cfg) }
@@ -71,6 +76,13 @@ func FillZero(cfg any) error {
 		}
 	})
 	return errors.Join(errs...)
+}
+
+// LoadAs returns a T (a struct type) filled by LoadFrom(lookup, &t).
+func LoadAs[T any](lookup Lookup) (T, error) {
+	var c T
+	err := LoadFrom(lookup, &c)
+	return c, err
 }
 
 // Vars returns the names of the variables cfg's type reads, in field order.

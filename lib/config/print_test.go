@@ -56,7 +56,7 @@ func TestPrint(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			var c secrets
-			if err := LoadFrom(mapLookup(tt.give), &c); err != nil {
+			if err := LoadFrom(MapLookup(tt.give), &c); err != nil {
 				t.Fatalf("LoadFrom: %v", err)
 			}
 			var buf bytes.Buffer
@@ -82,7 +82,7 @@ func TestPrintRoundTrips(t *testing.T) {
 	t.Parallel()
 	give := map[string]string{"T_NAME": "x", "T_WORKERS": "8", "T_WAIT": "1h2m3.5s", "T_RATIO": "0.125", "T_DEBUG": "true", "T_BROKERS": "a:1,b:2"}
 	var want sample
-	if err := LoadFrom(mapLookup(give), &want); err != nil {
+	if err := LoadFrom(MapLookup(give), &want); err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
@@ -98,7 +98,7 @@ func TestPrintRoundTrips(t *testing.T) {
 		env[name] = value
 	}
 	var got sample
-	if err := LoadFrom(mapLookup(env), &got); err != nil {
+	if err := LoadFrom(MapLookup(env), &got); err != nil {
 		t.Fatal(err)
 	}
 	if got.Name != want.Name || got.Workers != want.Workers || got.Wait != want.Wait || got.Ratio != want.Ratio ||

@@ -11,9 +11,7 @@ import (
 
 // load fills a Config from env alone (not the process environment).
 func load(env map[string]string) (Config, error) {
-	var c Config
-	err := libconfig.LoadFrom(func(k string) (string, bool) { v, ok := env[k]; return v, ok }, &c)
-	return c, err
+	return libconfig.LoadAs[Config](libconfig.MapLookup(env))
 }
 
 func TestDefaultsAreValid(t *testing.T) {
