@@ -34,8 +34,8 @@ type varInfo struct {
 	Value string
 }
 
-// probeResult is what -print-config shows for one environment.
-type probeResult struct {
+// printedConfig is what -print-config shows for one environment.
+type printedConfig struct {
 	Vars []varInfo
 	// Invalid is the service's complaint (stderr) when it exits 2: a
 	// value that does not parse or that Validate rejects.
@@ -43,7 +43,7 @@ type probeResult struct {
 }
 
 // value returns the effective value of the variable name.
-func (r probeResult) value(tb testing.TB, name string) string {
+func (r printedConfig) value(tb testing.TB, name string) string {
 	tb.Helper()
 	for _, v := range r.Vars {
 		if v.Name == name {
@@ -54,7 +54,7 @@ func (r probeResult) value(tb testing.TB, name string) string {
 	return ""
 }
 
-func (r probeResult) duration(tb testing.TB, name string) time.Duration {
+func (r printedConfig) duration(tb testing.TB, name string) time.Duration {
 	tb.Helper()
 	d, err := time.ParseDuration(r.value(tb, name))
 	if err != nil {
@@ -63,7 +63,7 @@ func (r probeResult) duration(tb testing.TB, name string) time.Duration {
 	return d
 }
 
-func (r probeResult) int(tb testing.TB, name string) int {
+func (r printedConfig) int(tb testing.TB, name string) int {
 	tb.Helper()
 	n, err := strconv.Atoi(r.value(tb, name))
 	if err != nil {
@@ -73,7 +73,7 @@ func (r probeResult) int(tb testing.TB, name string) int {
 }
 
 // httpPort is the port of the effective NOTIFLOW_HTTP_ADDR.
-func (r probeResult) httpPort(tb testing.TB) int {
+func (r printedConfig) httpPort(tb testing.TB) int {
 	tb.Helper()
 	addr := r.value(tb, "NOTIFLOW_HTTP_ADDR")
 	_, p, err := net.SplitHostPort(addr)
@@ -88,7 +88,7 @@ func (r probeResult) httpPort(tb testing.TB) int {
 }
 
 // reads reports whether the service reads the variable name.
-func (r probeResult) reads(name string) bool {
+func (r printedConfig) reads(name string) bool {
 	for _, v := range r.Vars {
 		if v.Name == name {
 			return true
@@ -157,7 +157,7 @@ func buildService(root, name string) (*serviceConfig, error) {
 // load runs the service with -print-config in env (nothing else: the
 // test's own environment does not leak in). An invalid configuration
 // (exit status 2) is reported in Invalid; any other failure fails tb.
-func (sc *serviceConfig) load(tb testing.TB, env map[string]string) probeResult {
+func (sc *serviceConfig) load(tb testing.TB, env map[string]string) printedConfig {
 	tb.Helper()
 	cmd := exec.Command(sc.bin, "-print-config")
 	cmd.Env = []string{}
@@ -167,7 +167,7 @@ func (sc *serviceConfig) load(tb testing.TB, env map[string]string) probeResult 
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
-	var res probeResult
+	var res printedConfig
 	var exit *exec.ExitError
 	switch {
 	case errors.As(err, &exit) && exit.ExitCode() == 2:
@@ -189,7 +189,7 @@ func (sc *serviceConfig) load(tb testing.TB, env map[string]string) probeResult 
 }
 
 // vars lists the variables the service reads, with their defaults.
-func (sc *serviceConfig) vars(tb testing.TB) probeResult {
+func (sc *serviceConfig) vars(tb testing.TB) printedConfig {
 	tb.Helper()
 	return sc.load(tb, map[string]string{})
 }
@@ -198,7 +198,7 @@ func (sc *serviceConfig) vars(tb testing.TB) probeResult {
 // every NOTIFLOW_* variable of env is one the service reads, the
 // configuration is valid, and no effective value points at loopback (the
 // defaults of the addresses do: a container must set them).
-func (sc *serviceConfig) checkEnv(tb testing.TB, where string, env map[string]string) probeResult {
+func (sc *serviceConfig) checkEnv(tb testing.TB, where string, env map[string]string) printedConfig {
 	tb.Helper()
 	res := sc.load(tb, env)
 	for name := range env {
