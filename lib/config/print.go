@@ -57,13 +57,6 @@ func LoadChecked(cfg interface{ Validate() error }, printTo io.Writer) error {
 // PrintConfigUsage is the help text of each service's -print-config flag.
 const PrintConfigUsage = "print the effective configuration (every NOTIFLOW_* variable read, after environment and defaults, secrets redacted) as NAME=value lines and exit; exit status 2 if it is invalid"
 
-// Defaults fills cfg with the default tags alone, as Load does in an empty
-// environment: what code that builds a configuration by hand (tests,
-// benchmarks) starts from.
-func Defaults(cfg any) error {
-	return LoadFrom(func(string) (string, bool) { return "", false }, cfg)
-}
-
 // RedactDSN returns a MySQL DSN with its password replaced by Redacted,
 // "" when it is empty, or "invalid" when it does not parse (a DSN that
 // does not parse may hold a password anywhere).

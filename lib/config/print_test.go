@@ -181,14 +181,3 @@ func TestRedactDSN(t *testing.T) {
 		}
 	}
 }
-
-func TestDefaults(t *testing.T) {
-	t.Setenv("T_NAME", "from-env") // Defaults ignores the environment
-	var c sample
-	if err := Defaults(&c); err != nil {
-		t.Fatal(err)
-	}
-	if c.Name != "svc" || c.Workers != 64 || c.Wait != time.Second {
-		t.Errorf("Defaults = %+v", c)
-	}
-}

@@ -50,7 +50,7 @@ func BenchmarkSink(b *testing.B) {
 	n := envInt("NOTIFLOW_BENCH_RESULTS", 100_000)
 	naiveN := envInt("NOTIFLOW_BENCH_NAIVE_RESULTS", 10_000)
 	var def config.Config
-	if err := libconfig.Defaults(&def); err != nil {
+	if err := libconfig.FillZero(&def); err != nil {
 		b.Fatal(err)
 	}
 	conc := envInt("NOTIFLOW_BENCH_FLUSH_CONCURRENCY", def.FlushConcurrency)

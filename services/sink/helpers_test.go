@@ -74,7 +74,7 @@ func newEnv(tb testing.TB, partitions int) *env {
 func (e *env) config(tb testing.TB) config.Config {
 	tb.Helper()
 	var cfg config.Config
-	if err := libconfig.Defaults(&cfg); err != nil {
+	if err := libconfig.FillZero(&cfg); err != nil {
 		tb.Fatal(err)
 	}
 	cfg.MySQLDSN = e.dsn

@@ -33,7 +33,7 @@ func newEnv(t *testing.T, mutate func(*config.Config)) *env {
 	brokers := testkit.KafkaBrokers(t)
 	_, prefix := testkit.Redis(t)
 	var cfg config.Config
-	if err := libconfig.Defaults(&cfg); err != nil {
+	if err := libconfig.FillZero(&cfg); err != nil {
 		t.Fatalf("default config: %v", err)
 	}
 	cfg.Kafka.Brokers = brokers

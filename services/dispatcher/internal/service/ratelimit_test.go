@@ -125,7 +125,7 @@ func TestRateLimitDeferredWaitEndsOnShutdown(t *testing.T) {
 	const window = 30 * time.Second
 	const prompt = 3 * time.Second
 	var def config.Config
-	if err := libconfig.Defaults(&def); err != nil {
+	if err := libconfig.FillZero(&def); err != nil {
 		t.Fatal(err)
 	}
 	e := newEnv(t, func(c *config.Config) {
