@@ -24,8 +24,9 @@ import (
 // variable that Validate rejects. The deployment files are then checked
 // against exactly what the services would read at start.
 
-// services are the notiflow services, each with its own module, Dockerfile
-// and Deployment of the same name.
+// services are the notiflow services, each with its own module, image
+// (the Dockerfile with SERVICE set to its name) and Deployment of the
+// same name.
 var services = []string{"scheduler", "dispatcher", "sink"}
 
 // varInfo is one variable a service reads, with its effective value.
