@@ -58,17 +58,9 @@ func (r *Reader) Inbox(ctx context.Context, q InboxQuery) (Page[InboxCursor], er
 	if err != nil {
 		return Page[InboxCursor]{}, err
 	}
-	p := Page[InboxCursor]{Items: items}
-	if len(items) > q.Limit {
-		p.Items = items[:q.Limit]
-		p.Next = InboxPosition(p.Items[q.Limit-1])
-	}
-	return p, nil
-}
-
-// InboxPosition is n's position in its recipient's inbox.
-func InboxPosition(n Notification) *InboxCursor {
-	return &InboxCursor{PersistedAt: n.PersistedAt, TargetID: n.TargetID, OccurrenceAt: n.OccurrenceAt}
+	return pageOf(items, q.Limit, func(n Notification) *InboxCursor {
+		return &InboxCursor{PersistedAt: n.PersistedAt, TargetID: n.TargetID, OccurrenceAt: n.OccurrenceAt}
+	}), nil
 }
 
 // UnreadCount returns the number of unread inbox rows of recipient: one

@@ -139,13 +139,18 @@ func (r *Reader) List(ctx context.Context, f Filter) (Page[ListCursor], error) {
 	if err != nil {
 		return Page[ListCursor]{}, err
 	}
-	p := Page[ListCursor]{Items: items}
-	if len(items) > f.Limit {
-		p.Items = items[:f.Limit]
-		last := p.Items[f.Limit-1]
-		p.Next = &ListCursor{OccurrenceAt: last.OccurrenceAt, TargetID: last.TargetID}
+	return pageOf(items, f.Limit, func(n Notification) *ListCursor {
+		return &ListCursor{OccurrenceAt: n.OccurrenceAt, TargetID: n.TargetID}
+	}), nil
+}
+
+// pageOf cuts items, read with LIMIT limit+1, to a page: when there are
+// more than limit, Next is the position of the page's last item.
+func pageOf[C any](items []Notification, limit int, position func(Notification) *C) Page[C] {
+	if len(items) <= limit {
+		return Page[C]{Items: items}
 	}
-	return p, nil
+	return Page[C]{Items: items[:limit], Next: position(items[limit-1])}
 }
 
 func (r *Reader) query(ctx context.Context, what, q string, args ...any) ([]Notification, error) {

@@ -132,12 +132,17 @@ func (a *ReadAPI) list(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	writePage(w, p, encodeListCursor)
+	return nil
+}
+
+// writePage answers p, its Next encoded by encode.
+func writePage[C any](w http.ResponseWriter, p notifications.Page[C], encode func(C) string) {
 	resp := listResponse{Notifications: p.Items}
 	if p.Next != nil {
-		resp.NextCursor = encodeListCursor(*p.Next)
+		resp.NextCursor = encode(*p.Next)
 	}
 	httpapi.WriteJSON(w, http.StatusOK, resp)
-	return nil
 }
 
 func (a *ReadAPI) inbox(w http.ResponseWriter, r *http.Request) error {
@@ -166,11 +171,7 @@ func (a *ReadAPI) inbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	resp := listResponse{Notifications: p.Items}
-	if p.Next != nil {
-		resp.NextCursor = encodeInboxCursor(*p.Next)
-	}
-	httpapi.WriteJSON(w, http.StatusOK, resp)
+	writePage(w, p, encodeInboxCursor)
 	return nil
 }
 
