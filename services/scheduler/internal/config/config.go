@@ -6,8 +6,8 @@ package config
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"log/slog"
+	"net/url"
 	"strings"
 	"time"
 
