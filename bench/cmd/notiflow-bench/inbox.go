@@ -138,12 +138,7 @@ func inboxBenchmark(ctx context.Context, root string, o inboxOptions) (*inboxRes
 	} else {
 		fmt.Printf("reusing the %d seeded rows of database %s (-reseed to seed again)\n", n, iso.Database)
 	}
-	token := randomToken()
-	base, err := iso.Env(deps, o.Partitions, token)
-	if err != nil {
-		return nil, err
-	}
-	stack, err := harness.NewStack(binDir, filepath.Join(root, "bench", "results", "logs", iso.Name), base)
+	stack, token, err := runStack(root, binDir, iso, deps, o.Partitions)
 	if err != nil {
 		return nil, err
 	}
