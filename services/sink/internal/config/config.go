@@ -22,7 +22,7 @@ type Config struct {
 	HTTPAddr string `env:"NOTIFLOW_HTTP_ADDR" default:":8082"`
 	// APIToken is the bearer token of the read API (the scheduler's
 	// variable: one token for the whole API). Secret: never logged.
-	APIToken       string `env:"NOTIFLOW_API_TOKEN"`
+	APIToken       string `env:"NOTIFLOW_API_TOKEN" secret:"true"`
 	InsecureNoAuth bool   `env:"NOTIFLOW_INSECURE_NO_AUTH" default:"false"`
 	LogLevel       string `env:"NOTIFLOW_LOG_LEVEL" default:"info"`
 	// MySQLDSN holds the password: never logged as is.
