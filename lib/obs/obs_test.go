@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/notiflow/notiflow/lib/config"
+	"github.com/notiflow/notiflow/lib/testkit"
 )
 
 // syncBuffer is a bytes.Buffer safe for a logger and a test to share.
@@ -97,15 +98,7 @@ func serve(t *testing.T, cfg ServerConfig, handler http.Handler) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- ServeListener(ctx, ln, handler, cfg, time.Second) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("ServeListener: %v", err)
-		}
-	})
+	testkit.Go(t, func(ctx context.Context) error { return ServeListener(ctx, ln, handler, cfg, time.Second) })
 	return ln.Addr().String()
 }
 
