@@ -90,13 +90,17 @@ func (r Runner) Run(ctx context.Context) error {
 	httpCtx, stopHTTP := context.WithCancel(context.Background())
 	defer stopHTTP()
 
-	go func() { // 1.
+	// The work sees its ctx end only once readiness is false.
+	workCtx, stopWork := context.WithCancel(context.Background())
+	defer stopWork()
+	go func() {
 		<-runCtx.Done()
-		r.Health.SetDraining()
+		r.Health.SetDraining() // 1.
+		stopWork()
 	}()
 	var work, helpers sync.WaitGroup
 	for _, w := range r.Work {
-		work.Go(func() { record(w(runCtx)) }) // 2.-4.
+		work.Go(func() { record(w(workCtx)) }) // 2.-4.
 	}
 	for _, h := range r.Helpers {
 		helpers.Go(func() { record(h(helperCtx)) })

@@ -124,7 +124,7 @@ func TestTwoProcessesOneKilled(t *testing.T) {
 	env := baseEnv(t, partitions)
 	env["NOTIFLOW_INFLIGHT_TTL"] = "2s"
 	env["NOTIFLOW_WORKERS"] = "8"
-	rcv := dispatchtest.NewReceiver(t, func(dispatchtest.Call, int) int {
+	rcv := testkit.NewReceiver(t, func(testkit.Call, int) int {
 		time.Sleep(3 * time.Millisecond)
 		return http.StatusOK
 	})
