@@ -48,6 +48,7 @@ func Binary(tb testing.TB, pkg string) string {
 		b = &build{}
 		builds[pkg] = b
 	}
+	n := len(builds) // a distinct file name per package
 	if binDir == "" {
 		binDir, b.err = os.MkdirTemp("", "testkit-bin-")
 	}
@@ -62,7 +63,7 @@ func Binary(tb testing.TB, pkg string) string {
 			b.err = err
 			return
 		}
-		b.path = filepath.Join(dir, filepath.Base(abs))
+		b.path = filepath.Join(dir, fmt.Sprintf("%s-%d", filepath.Base(abs), n))
 		if out, err := exec.Command("go", "build", "-o", b.path, pkg).CombinedOutput(); err != nil {
 			b.err = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
 		}
