@@ -79,7 +79,7 @@ func cmdDemo(ctx context.Context, args []string) error {
 		{"recipient_id": "alice", "channel": "inbox", "template_id": "reminder", "params": map[string]any{"name": "Alice", "what": "stand-up"}, "cron": "* * * * *", "time_zone": "Europe/Berlin"},
 		{"recipient_id": "bob", "channel": "inbox", "template_id": "welcome", "params": map[string]any{"name": "Bob"}, "due_at": soon},
 		{"recipient_id": "carol", "channel": "inbox", "template_id": "welcome", "params": map[string]any{"name": "Carol"}, "due_at": later},
-		{"recipient_id": "dave", "channel": "webhook", "webhook_url": recv.URL+"/hook", "template_id": "welcome", "params": map[string]any{"name": "Dave"}, "due_at": soon},
+		{"recipient_id": "dave", "channel": "webhook", "webhook_url": recv.URL + "/hook", "template_id": "welcome", "params": map[string]any{"name": "Dave"}, "due_at": soon},
 	}
 	for _, s := range samples {
 		var created json.RawMessage
