@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -12,16 +13,25 @@ import (
 	"time"
 )
 
-// FreeAddr returns a loopback host:port nobody listens on at the moment,
-// for a server the test starts next.
-func FreeAddr(tb testing.TB) string {
-	tb.Helper()
+// LoopbackAddr returns a loopback host:port nobody listens on at the
+// moment, for a server started next.
+func LoopbackAddr() (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		tb.Fatalf("find a free port: %v", err)
+		return "", fmt.Errorf("find a free port: %w", err)
 	}
 	defer ln.Close()
-	return ln.Addr().String()
+	return ln.Addr().String(), nil
+}
+
+// FreeAddr is LoopbackAddr for a test: an error fails it.
+func FreeAddr(tb testing.TB) string {
+	tb.Helper()
+	addr, err := LoopbackAddr()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return addr
 }
 
 type build struct {
@@ -64,14 +74,24 @@ func Binary(tb testing.TB, pkg string) string {
 			return
 		}
 		b.path = filepath.Join(dir, fmt.Sprintf("%s-%d", filepath.Base(abs), n))
-		if out, err := exec.Command("go", "build", "-o", b.path, pkg).CombinedOutput(); err != nil {
-			b.err = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
-		}
+		b.err = GoBuild(context.Background(), "", pkg, b.path)
 	})
 	if b.err != nil {
 		tb.Fatal(b.err)
 	}
 	return b.path
+}
+
+// GoBuild compiles the Go main package pkg, resolved in dir (empty: the
+// working directory), into the binary out; an error carries the compiler's
+// output.
+func GoBuild(ctx context.Context, dir, pkg, out string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+	cmd.Dir = dir
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %w\n%s", pkg, err, msg)
+	}
+	return nil
 }
 
 // RunTests runs the tests of m and removes the binaries Binary built; a
@@ -98,14 +118,73 @@ func ProcEnv(env ...string) []string {
 	return append(out, env...)
 }
 
-// Proc is a process a test started with StartProc. Its methods are safe
-// for concurrent use.
-type Proc struct {
-	Name    string
+// Process is a started binary whose stdout and stderr go to a log file.
+// Its methods are safe for concurrent use.
+type Process struct {
 	Cmd     *exec.Cmd
-	LogPath string // stdout and stderr
+	LogPath string
 	done    chan struct{}
 	err     error
+}
+
+// Start runs bin with env as its whole environment, appending its output
+// to logPath (created if missing).
+func Start(bin string, env []string, logPath string) (*Process, error) {
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open log %s: %w", logPath, err)
+	}
+	p := &Process{Cmd: exec.Command(bin), LogPath: logPath, done: make(chan struct{})}
+	p.Cmd.Env = env
+	p.Cmd.Stdout, p.Cmd.Stderr = logf, logf
+	if err := p.Cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	go func() { p.err = p.Cmd.Wait(); logf.Close(); close(p.done) }()
+	return p, nil
+}
+
+// Signal sends sig to the process.
+func (p *Process) Signal(sig os.Signal) error { return p.Cmd.Process.Signal(sig) }
+
+// Done is closed once the process has exited.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Err waits for the process to exit and returns its exit error (nil:
+// status 0).
+func (p *Process) Err() error {
+	<-p.done
+	return p.err
+}
+
+// Wait waits up to timeout for the process to exit and returns its exit
+// error, or an error saying it still runs.
+func (p *Process) Wait(timeout time.Duration) error {
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(timeout):
+		return fmt.Errorf("%s did not exit within %s", p.Cmd.Path, timeout)
+	}
+}
+
+// Logs returns what the process has written so far.
+func (p *Process) Logs() string {
+	b, _ := os.ReadFile(p.LogPath)
+	return string(b)
+}
+
+// LogTail returns the last n lines of the process's log.
+func (p *Process) LogTail(n int) string {
+	lines := strings.Split(strings.TrimRight(p.Logs(), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// Proc is a process a test started with StartProc.
+type Proc struct {
+	*Process
+	Name string
 }
 
 // StartProc runs bin with ProcEnv(env...), its output going to a log file
@@ -114,55 +193,17 @@ type Proc struct {
 // log are logged.
 func StartProc(tb testing.TB, name, bin string, env ...string) *Proc {
 	tb.Helper()
-	p := &Proc{Name: name, LogPath: filepath.Join(tb.TempDir(), name+".log"), done: make(chan struct{})}
-	logf, err := os.Create(p.LogPath)
+	proc, err := Start(bin, ProcEnv(env...), filepath.Join(tb.TempDir(), name+".log"))
 	if err != nil {
-		tb.Fatalf("create log of %s: %v", name, err)
+		tb.Fatalf("%s: %v", name, err)
 	}
-	p.Cmd = exec.Command(bin)
-	p.Cmd.Env = ProcEnv(env...)
-	p.Cmd.Stdout, p.Cmd.Stderr = logf, logf
-	if err := p.Cmd.Start(); err != nil {
-		logf.Close()
-		tb.Fatalf("start %s: %v", name, err)
-	}
-	go func() { p.err = p.Cmd.Wait(); logf.Close(); close(p.done) }()
+	p := &Proc{Process: proc, Name: name}
 	tb.Cleanup(func() {
 		_ = p.Cmd.Process.Kill()
 		<-p.done
 		if tb.Failed() {
-			lines := strings.Split(strings.TrimSpace(p.Logs()), "\n")
-			tb.Logf("last log lines of %s:\n%s", name, strings.Join(lines[max(0, len(lines)-30):], "\n"))
+			tb.Logf("last log lines of %s:\n%s", name, p.LogTail(30))
 		}
 	})
 	return p
-}
-
-// Signal sends sig to the process.
-func (p *Proc) Signal(sig os.Signal) error { return p.Cmd.Process.Signal(sig) }
-
-// Done is closed once the process has exited.
-func (p *Proc) Done() <-chan struct{} { return p.done }
-
-// Err is the process's exit error (nil: status 0) once Done is closed.
-func (p *Proc) Err() error {
-	<-p.done
-	return p.err
-}
-
-// Wait waits up to timeout for the process to exit and returns its exit
-// error, or an error saying it still runs.
-func (p *Proc) Wait(timeout time.Duration) error {
-	select {
-	case <-p.done:
-		return p.err
-	case <-time.After(timeout):
-		return fmt.Errorf("%s did not exit within %s", p.Name, timeout)
-	}
-}
-
-// Logs returns what the process has written so far.
-func (p *Proc) Logs() string {
-	b, _ := os.ReadFile(p.LogPath)
-	return string(b)
 }
