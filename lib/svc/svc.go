@@ -40,8 +40,9 @@ type Program[C Config] struct {
 	// GOGC is set (see SetGCPercent).
 	GCPercent func(cfg C) int
 	// PrintConfig, when set, adds the -print-config flag: the binary writes
-	// the effective configuration to stdout with it and exits without
-	// starting.
+	// the effective configuration (as loaded, before validation) to stdout
+	// with it and exits without starting, with ExitUsage when the
+	// configuration is invalid.
 	PrintConfig func(w io.Writer, cfg C) error
 	// Run runs the service until ctx ends (SIGINT or SIGTERM) and returns
 	// nil after a clean shutdown.
@@ -53,9 +54,9 @@ func Main[C Config](p Program[C]) {
 	os.Exit(p.Exec(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// Exec is Main without the exit: it parses args, loads and validates the
-// configuration (an error: ExitUsage, the errors on stderr), prints it for
-// -print-config, or runs the service until ctx ends or SIGINT/SIGTERM
+// Exec is Main without the exit: it parses args, loads the configuration,
+// prints it for -print-config, validates it (an error: ExitUsage, the
+// errors on stderr), and unless printing, runs the service until ctx ends or SIGINT/SIGTERM
 // arrives, logging to stdout. It returns the exit status.
 func (p Program[C]) Exec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet(p.Name, flag.ContinueOnError)
@@ -75,6 +76,14 @@ func (p Program[C]) Exec(ctx context.Context, args []string, stdout, stderr io.W
 		return ExitUsage
 	}
 	cfg, err := p.Load()
+	if err == nil && printConfig {
+		// Printed before validation: an invalid configuration is shown,
+		// then its errors.
+		if err := p.PrintConfig(stdout, cfg); err != nil {
+			fmt.Fprintf(stderr, "%s: print configuration: %v\n", p.Name, err)
+			return ExitUsage
+		}
+	}
 	if err == nil {
 		err = cfg.Validate()
 	}
@@ -83,10 +92,6 @@ func (p Program[C]) Exec(ctx context.Context, args []string, stdout, stderr io.W
 		return ExitUsage
 	}
 	if printConfig {
-		if err := p.PrintConfig(stdout, cfg); err != nil {
-			fmt.Fprintf(stderr, "%s: print configuration: %v\n", p.Name, err)
-			return ExitUsage
-		}
 		return ExitOK
 	}
 	log, err := obs.NewLogger(stdout, p.Name, p.LogLevel(cfg))

@@ -56,6 +56,8 @@ func TestExec(t *testing.T) {
 		{name: "print config", give: program(testConfig{Level: "warn"}, func(context.Context, testConfig, *slog.Logger) error {
 			return errors.New("must not run")
 		}), args: []string{"-print-config"}, wantStatus: ExitOK, wantOut: "level=warn\n"},
+		{name: "print invalid config", give: program(testConfig{Level: "warn", Bad: true}, ok), args: []string{"-print-config"},
+			wantStatus: ExitUsage, wantOut: "level=warn\n", wantErr: "NOTIFLOW_X: must be set"},
 		{name: "unknown flag", give: program(testConfig{Level: "info"}, ok), args: []string{"-nope"}, wantStatus: ExitUsage, wantErr: "-nope"},
 		{name: "stray argument", give: program(testConfig{Level: "info"}, ok), args: []string{"extra"}, wantStatus: ExitUsage, wantErr: "unexpected arguments"},
 	}
