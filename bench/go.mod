@@ -4,21 +4,18 @@ go 1.26.0
 
 require (
 	github.com/go-sql-driver/mysql v1.10.2
+	github.com/notiflow/notiflow/lib v0.0.0
 	github.com/segmentio/kafka-go v0.4.51
 )
 
 require (
+	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/klauspost/compress v1.20.1 // indirect
+	github.com/pierrec/lz4/v4 v4.1.15 // indirect
 	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
-)
-
-require (
-	filippo.io/edwards25519 v1.2.0 // indirect
-	github.com/klauspost/compress v1.20.1 // indirect
-	github.com/notiflow/notiflow/lib v0.0.0
-	github.com/pierrec/lz4/v4 v4.1.15 // indirect
 )
 
 replace github.com/notiflow/notiflow/lib => ../lib
