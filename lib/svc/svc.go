@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"syscall"
 
+	"github.com/notiflow/notiflow/lib/config"
 	"github.com/notiflow/notiflow/lib/obs"
 )
 
@@ -32,7 +33,9 @@ type Config interface {
 type Program[C Config] struct {
 	// Name is the service's name, on every log line and in messages.
 	Name string
-	// Load reads the configuration from the environment (Main validates it).
+	// Load reads the configuration from the environment (Exec validates
+	// it); nil: lib/config's Load, which fills C from its env and default
+	// tags.
 	Load func() (C, error)
 	// LogLevel returns cfg's log level ("debug", "info", "warn", "error").
 	LogLevel func(cfg C) string
@@ -75,7 +78,7 @@ func (p Program[C]) Exec(ctx context.Context, args []string, stdout, stderr io.W
 		fmt.Fprintf(stderr, "%s: unexpected arguments %q\n", p.Name, fs.Args())
 		return ExitUsage
 	}
-	cfg, err := p.Load()
+	cfg, err := p.load()
 	if err == nil && printConfig {
 		// Printed before validation: an invalid configuration is shown,
 		// then its errors.
@@ -111,6 +114,17 @@ func (p Program[C]) Exec(ctx context.Context, args []string, stdout, stderr io.W
 	}
 	log.Info(p.Name + " stopped")
 	return ExitOK
+}
+
+func (p Program[C]) load() (C, error) {
+	if p.Load != nil {
+		return p.Load()
+	}
+	var cfg C
+	if err := config.Load(&cfg); err != nil {
+		return cfg, fmt.Errorf("load configuration: %w", err)
+	}
+	return cfg, nil
 }
 
 // SetGCPercent sets the garbage-collection target to percent unless the

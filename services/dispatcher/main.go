@@ -13,7 +13,6 @@ import (
 func main() {
 	svc.Main(svc.Program[config.Config]{
 		Name:      "dispatcher",
-		Load:      config.Load,
 		LogLevel:  func(c config.Config) string { return c.LogLevel },
 		GCPercent: service.GCPercent,
 		Run:       service.Run,

@@ -15,7 +15,6 @@ import (
 func main() {
 	svc.Main(svc.Program[config.Config]{
 		Name:      "scheduler",
-		Load:      config.Load,
 		LogLevel:  func(c config.Config) string { return c.LogLevel },
 		GCPercent: service.GCPercent,
 		Run:       service.Run,

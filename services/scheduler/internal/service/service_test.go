@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	libconfig "github.com/notiflow/notiflow/lib/config"
 	"github.com/notiflow/notiflow/lib/kafkax"
 	"github.com/notiflow/notiflow/lib/testkit"
 	"github.com/notiflow/notiflow/services/scheduler/internal/config"
@@ -25,8 +26,8 @@ func testConfig(t *testing.T) config.Config {
 	t.Helper()
 	brokers := testkit.KafkaBrokers(t)
 	_, prefix := testkit.Redis(t)
-	cfg, err := config.LoadFrom(func(string) (string, bool) { return "", false })
-	if err != nil {
+	var cfg config.Config
+	if err := libconfig.LoadFrom(func(string) (string, bool) { return "", false }, &cfg); err != nil {
 		t.Fatal(err)
 	}
 	cfg.APIToken = token
