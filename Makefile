@@ -62,8 +62,10 @@ test: deps test-tools
 		(cd $$m && $(TEST_ENV) $(GO) test $(TEST_FLAGS) ./...) || exit 1; \
 	done
 
-## lint: gofmt, no production Go file over 500 lines, go vet, staticcheck, same Go version everywhere, fresh protobuf code
+## lint: gofmt, no production Go file over 500 lines, go vet, staticcheck, same Go version everywhere,
+## fresh protobuf code, one owner per table (scripts/check-owners.sh)
 lint: proto-check
+	@scripts/check-owners.sh
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	@scripts/filelength.sh $(MODULES)
 	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done

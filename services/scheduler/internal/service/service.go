@@ -103,7 +103,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 	if cfg.APIToken == "" {
 		log.Warn("API authentication is disabled (NOTIFLOW_INSECURE_NO_AUTH): development only")
 	}
-	s.bench = s.newBench()
+	s.bench = s.newBench(targets)
 	benchports.NewHandler(s.bench, cfg.APIToken, log).Register(s.mux)
 
 	leader := app.NewLeader(app.RedisMutexes(s.rdb, cfg.LockKey, cfg.LockTTL), cfg.LockTTL, log, metrics)
@@ -118,16 +118,20 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 	return s, nil
 }
 
-// newBench builds the benchmark service behind the admin endpoints.
-func (s *Service) newBench() *benchapp.Service {
+// newBench builds the benchmark service behind the admin endpoints: it
+// creates a run's targets through targets (the API's bulk-create path).
+func (s *Service) newBench(targets *app.Targets) *benchapp.Service {
 	cfg := s.cfg
 	kc := &kafka.Client{Addr: kafka.TCP(cfg.Kafka.Brokers...), Timeout: 2 * time.Second}
-	return benchapp.NewService(
-		benchadapters.NewStore(s.store.DB()),
-		benchadapters.NewSimSends(s.rdb, cfg.RedisPrefix),
-		benchadapters.NewLag(kc,
+	return benchapp.NewService(benchapp.Deps{
+		Runs:      benchadapters.NewStore(s.store.DB()),
+		Targets:   app.NewRuns(targets, s.store),
+		Persisted: benchadapters.NewPersisted(s.store.DB()),
+		Sends:     benchadapters.NewSimSends(s.rdb, cfg.RedisPrefix),
+		Lag: benchadapters.NewLag(kc,
 			benchadapters.GroupTopic{Group: cfg.DispatcherGroup, Topic: cfg.Kafka.TopicDue},
 			benchadapters.GroupTopic{Group: cfg.SinkGroup, Topic: cfg.Kafka.TopicDispatched}),
+	},
 		benchapp.Options{
 			Lead: cfg.BenchLead, Stall: cfg.BenchStall, Sample: cfg.BenchSample, MaxNotifications: cfg.BenchMaxNotifications,
 		}, s.log)
