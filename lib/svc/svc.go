@@ -42,10 +42,11 @@ type Program[C Config] struct {
 	// GCPercent, when set, returns the GC target applied at start unless
 	// GOGC is set (see SetGCPercent).
 	GCPercent func(cfg C) int
-	// PrintConfig, when set, adds the -print-config flag: the binary writes
+	// PrintConfig writes cfg for the -print-config flag: the binary writes
 	// the effective configuration (as loaded, before validation) to stdout
 	// with it and exits without starting, with ExitUsage when the
-	// configuration is invalid.
+	// configuration is invalid. nil: lib/config's Print (every NOTIFLOW_*
+	// variable as NAME=value, secrets redacted).
 	PrintConfig func(w io.Writer, cfg C) error
 	// Run runs the service until ctx ends (SIGINT or SIGTERM) and returns
 	// nil after a clean shutdown.
@@ -65,8 +66,9 @@ func (p Program[C]) Exec(ctx context.Context, args []string, stdout, stderr io.W
 	fs := flag.NewFlagSet(p.Name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var printConfig bool
-	if p.PrintConfig != nil {
-		fs.BoolVar(&printConfig, "print-config", false, "print the effective configuration and exit")
+	fs.BoolVar(&printConfig, "print-config", false, config.PrintConfigUsage)
+	if p.PrintConfig == nil {
+		p.PrintConfig = func(w io.Writer, cfg C) error { return config.Print(w, cfg) }
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -79,13 +79,27 @@ func TestExec(t *testing.T) {
 	}
 }
 
-func TestExecWithoutPrintConfigRejectsTheFlag(t *testing.T) {
+// Without a PrintConfig hook, -print-config prints lib/config's NAME=value
+// lines of the configuration's env tags.
+func TestExecPrintsWithLibConfigByDefault(t *testing.T) {
 	t.Parallel()
-	p := program(testConfig{Level: "info"}, func(context.Context, testConfig, *slog.Logger) error { return nil })
-	p.PrintConfig = nil
+	type cfg struct {
+		testConfig
+		Tick string `env:"NOTIFLOW_SVCTEST_TICK" default:"1s"`
+	}
+	p := Program[cfg]{
+		Name:     "svctest",
+		LogLevel: func(cfg) string { return "info" },
+		Run: func(context.Context, cfg, *slog.Logger) error {
+			return errors.New("must not run")
+		},
+	}
 	var out, errOut bytes.Buffer
-	if got := p.Exec(context.Background(), []string{"-print-config"}, &out, &errOut); got != ExitUsage {
-		t.Fatalf("status %d, want %d (no -print-config hook)", got, ExitUsage)
+	if got := p.Exec(context.Background(), []string{"-print-config"}, &out, &errOut); got != ExitOK {
+		t.Fatalf("status %d; stderr:\n%s", got, &errOut)
+	}
+	if !strings.Contains(out.String(), "NOTIFLOW_SVCTEST_TICK=1s") {
+		t.Fatalf("stdout lacks NOTIFLOW_SVCTEST_TICK=1s:\n%s", &out)
 	}
 }
 
