@@ -11,7 +11,7 @@ TEST_ENV = NOTIFLOW_TEST_KAFKA=127.0.0.1:9092 \
 	NOTIFLOW_TEST_MYSQL_DSN='notiflow:notiflow@tcp(127.0.0.1:3306)/notiflow?parseTime=true&loc=UTC' \
 	NOTIFLOW_TEST_REDIS=127.0.0.1:6379
 
-.PHONY: all deps deps-down deps-status build test test-tools lint proto proto-check bench bench-compare bench-tool demo test-chaos
+.PHONY: all deps deps-down deps-status build test test-tools lint docs-check proto proto-check bench bench-compare bench-tool demo test-chaos
 
 # Benchmark knobs: make bench NOTIFICATIONS=20000 DISPATCHERS=3 ORDERING=partition
 NOTIFICATIONS ?= 100000
@@ -62,8 +62,9 @@ test: deps test-tools
 		(cd $$m && $(TEST_ENV) $(GO) test $(TEST_FLAGS) ./...) || exit 1; \
 	done
 
-## lint: gofmt, go vet, staticcheck, same Go version everywhere, fresh protobuf code
-lint: proto-check
+## lint: gofmt, go vet, staticcheck, same Go version everywhere, fresh protobuf code,
+## docs that state the present
+lint: proto-check docs-check
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 	@test -x .deps/bin/staticcheck || GOBIN=$(CURDIR)/.deps/bin GOWORK=off $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
@@ -77,6 +78,10 @@ proto:
 
 proto-check:
 	@scripts/proto.sh --check
+
+## docs-check: no commit ids, work-period or machine labels, or out-of-repo pointers in the docs
+docs-check:
+	@scripts/check-docs.sh
 
 ## bench: end-to-end benchmark through the admin endpoint (bench/results/latest.json)
 bench: bench-tool
