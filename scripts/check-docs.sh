@@ -37,6 +37,9 @@
 #  out-of-repo (Markdown and Go comments): a relative path ("../…") that,
 #    resolved from the file's folder, leaves the repository, or a mention
 #    of "shared/design/" (the workspace outside the repository).
+#  broken-link (Markdown): a link target "](path)" or "](path#anchor)"
+#    that is not a URL (scheme:) nor a bare "#anchor" and names no file or
+#    folder, resolved from the file's folder. Anchors are not checked.
 set -euo pipefail
 
 root=$(git rev-parse --show-toplevel)
@@ -95,6 +98,11 @@ while (my $f = <STDIN>) {
 		}
 		report($f, $., "out-of-repo", $1) if $line =~ m{([^\s`(]*shared/design/[^\s`)]*)} && $1 !~ m{^\.\./};
 		next unless $md;
+		for my $t ($line =~ /\]\(([^)\s]+)\)/g) {
+			next if $t =~ /^(?:[a-z][a-z0-9+.-]*:|#)/i;
+			(my $path = $t) =~ s/#.*//;
+			report($f, $., "broken-link", $t) unless -e ($dir eq "" ? $path : "$dir/$path");
+		}
 		for my $tok ($line =~ /`([0-9a-f]{7,40})`/g) {
 			report($f, $., "backticked-hex", "`$tok`") if $tok =~ $hexid;
 		}
