@@ -39,7 +39,11 @@
 #    of "shared/design/" (the workspace outside the repository).
 #  broken-link (Markdown): a link target "](path)" or "](path#anchor)"
 #    that is not a URL (scheme:) nor a bare "#anchor" and names no file or
-#    folder, resolved from the file's folder. Anchors are not checked.
+#    folder, resolved from the file's folder; and an anchor ("#x", alone
+#    or after a Markdown file) that is no heading of that file, headings
+#    turned into anchors as GitHub does (lower case, characters other than
+#    letters, digits, "_", "-" and spaces dropped, spaces to "-", a repeat
+#    suffixed "-1", "-2", …).
 set -euo pipefail
 
 root=$(git rev-parse --show-toplevel)
@@ -70,6 +74,25 @@ my $machine = qr/\b(?:vm|laptop|desktop|workstation)\b|\bload(?:\s+average)?\s+~
 my $found = 0;
 sub report { printf "%s:%d: %s: %s\n", @_; $found = 1; }
 
+# anchors returns the set of heading anchors of Markdown file f.
+my %anchors_of;
+sub anchors {
+	my ($f) = @_;
+	return $anchors_of{$f} if $anchors_of{$f};
+	my (%set, %seen, $fence);
+	open(my $in, "<", $f) or return {};
+	while (<$in>) {
+		$fence = !$fence if /^\s*```/;
+		next if $fence || !/^#{1,6}\s+(.*?)\s*#*\s*$/;
+		(my $a = lc $1) =~ s/[^\w\- ]//g;
+		$a =~ s/ /-/g;
+		my $n = $seen{$a}++;
+		$set{$n ? "$a-$n" : $a} = 1;
+	}
+	close $in;
+	return $anchors_of{$f} = \%set;
+}
+
 # inside says whether the relative path p, seen from folder dir, stays in
 # the repository.
 sub inside {
@@ -89,30 +112,36 @@ while (my $f = <STDIN>) {
 	(my $dir = $f) =~ s{/?[^/]*$}{};
 	open(my $in, "<", $f) or die "read $f: $!";
 	while (my $line = <$in>) {
+		my $ln = $.;
 		next unless $md || $line =~ m{^\s*//};
 		for my $tok ($line =~ /\b([0-9a-f]{7,40})\b/g) {
-			report($f, $., "commit-id", $tok) if $tok =~ $hexid && $commit{$tok};
+			report($f, $ln, "commit-id", $tok) if $tok =~ $hexid && $commit{$tok};
 		}
 		for my $p ($line =~ m{((?:\.\./)+[\w.-][\w./-]*)}g) {
-			report($f, $., "out-of-repo", $p) unless inside($dir, $p);
+			report($f, $ln, "out-of-repo", $p) unless inside($dir, $p);
 		}
-		report($f, $., "out-of-repo", $1) if $line =~ m{([^\s`(]*shared/design/[^\s`)]*)} && $1 !~ m{^\.\./};
+		report($f, $ln, "out-of-repo", $1) if $line =~ m{([^\s`(]*shared/design/[^\s`)]*)} && $1 !~ m{^\.\./};
 		next unless $md;
 		for my $t ($line =~ /\]\(([^)\s]+)\)/g) {
-			next if $t =~ /^(?:[a-z][a-z0-9+.-]*:|#)/i;
-			(my $path = $t) =~ s/#.*//;
-			report($f, $., "broken-link", $t) unless -e ($dir eq "" ? $path : "$dir/$path");
+			next if $t =~ /^[a-z][a-z0-9+.-]*:/i;
+			my ($path, $anchor) = $t =~ /^([^#]*)(?:#(.*))?$/;
+			my $target = $path eq "" ? $f : $dir eq "" ? $path : "$dir/$path";
+			if (!-e $target) {
+				report($f, $ln, "broken-link", $t);
+			} elsif (defined $anchor && $target =~ /\.md$/ && !anchors($target)->{$anchor}) {
+				report($f, $ln, "broken-link", $t);
+			}
 		}
 		for my $tok ($line =~ /`([0-9a-f]{7,40})`/g) {
-			report($f, $., "backticked-hex", "`$tok`") if $tok =~ $hexid;
+			report($f, $ln, "backticked-hex", "`$tok`") if $tok =~ $hexid;
 		}
-		report($f, $., "work-period", $&) if $line =~ $work_period;
-		report($f, $., "machine-label", $&) if $line =~ /^\|/ && $line =~ $machine;
+		report($f, $ln, "work-period", $&) if $line =~ $work_period;
+		report($f, $ln, "machine-label", $&) if $line =~ /^\|/ && $line =~ $machine;
 	}
 	close $in;
 }
 if ($found) {
-	print STDERR "docs must describe the present: no commit ids, no figures labelled by work periods or machines, no pointers outside the repository (scripts/check-docs.sh)\n";
+	print STDERR "docs must describe the present: no commit ids, no figures labelled by work periods or machines, no pointers outside the repository, no broken links (scripts/check-docs.sh)\n";
 	exit 1;
 }
 '
