@@ -62,10 +62,11 @@ test: deps test-tools
 		(cd $$m && $(TEST_ENV) $(GO) test $(TEST_FLAGS) ./...) || exit 1; \
 	done
 
-## lint: gofmt, go vet, staticcheck, same Go version everywhere, fresh protobuf code,
-## docs that state the present
+## lint: gofmt, no production Go file over 500 lines, go vet, staticcheck, same Go version everywhere,
+## fresh protobuf code, docs that state the present
 lint: proto-check docs-check
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	@scripts/filelength.sh $(MODULES)
 	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 	@test -x .deps/bin/staticcheck || GOBIN=$(CURDIR)/.deps/bin GOWORK=off $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	@for m in $(MODULES); do (cd $$m && $(CURDIR)/.deps/bin/staticcheck ./...) || exit 1; done

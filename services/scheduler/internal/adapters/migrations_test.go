@@ -1,0 +1,130 @@
+package adapters
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/notiflow/notiflow/services/scheduler/internal/domain"
+)
+
+func TestMigrateIsIdempotent(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	ctx := context.Background()
+	for i := 0; i < 2; i++ {
+		if err := s.Migrate(ctx); err != nil {
+			t.Fatalf("migrate again: %v", err)
+		}
+	}
+	v, err := s.SchemaVersion(ctx)
+	if err != nil || v != len(migrations) {
+		t.Fatalf("schema version = %d, %v; want %d", v, err, len(migrations))
+	}
+	var n int
+	if err := s.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations`).Scan(&n); err != nil || n != len(migrations) {
+		t.Fatalf("schema_migrations rows = %d, %v", n, err)
+	}
+}
+
+// TestMigrateDropsCopiedOutboxColumns upgrades a database whose outbox
+// still has the columns version 1 used to copy from the target.
+func TestMigrateDropsCopiedOutboxColumns(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	ctx := context.Background()
+	mustExec(t, s.DB(),
+		`ALTER TABLE outbox ADD COLUMN event_id CHAR(36) NULL, ADD COLUMN params MEDIUMTEXT NULL`,
+		`DELETE FROM schema_migrations WHERE version = 3`)
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := s.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.COLUMNS
+		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'outbox'`).Scan(&n); err != nil || n != 5 {
+		t.Fatalf("outbox has %d columns (%v), want 5", n, err)
+	}
+}
+
+// TestMigrateFillsTheDueQueue takes a database back to version 3 (due
+// index, no queue) with active, paused and done targets: version 4 queues
+// exactly the active ones at their next run and drops the due index.
+func TestMigrateFillsTheDueQueue(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	ctx := context.Background()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	ids, err := s.CreateTargets(ctx, []domain.Target{oneShot(t, "a", now), oneShot(t, "b", now.Add(time.Hour)), oneShot(t, "c", now)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, s.DB(),
+		`DROP TABLE target_due`,
+		`ALTER TABLE outbox_relay DROP COLUMN settled_id`,
+		`ALTER TABLE notification_targets ADD KEY idx_targets_due (status, next_run_at, id)`,
+		`DELETE FROM schema_migrations WHERE version >= 4`,
+		fmt.Sprintf(`UPDATE notification_targets SET status = 'paused' WHERE id = %d`, ids[2]))
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	queued := dueQueue(t, s)
+	if len(queued) != 2 || !queued[ids[0]].Equal(now) || !queued[ids[1]].Equal(now.Add(time.Hour)) {
+		t.Fatalf("queue = %v, want targets %d at %v and %d an hour later", queued, ids[0], now, ids[1])
+	}
+	var n int
+	if err := s.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.STATISTICS
+		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'notification_targets' AND INDEX_NAME = 'idx_targets_due'`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("idx_targets_due still there (%d, %v)", n, err)
+	}
+}
+
+// TestMigrateMarksOneShotEntries takes a database back to version 4 (queue
+// entries without kind or run, no settle cursor) with a one-shot of a run,
+// a cron target and an outbox row: version 5 marks the one-shot's entry,
+// copies its run, and starts the settle cursor after the existing outbox.
+func TestMigrateMarksOneShotEntries(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	ctx := context.Background()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	once := oneShot(t, "a", now)
+	once.RunID = "run-m"
+	ids, err := s.CreateTargets(ctx, []domain.Target{once, cronTarget(t, "b", "@hourly", "UTC", now)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, s.DB(),
+		`ALTER TABLE target_due DROP COLUMN one_shot, DROP COLUMN run_id`,
+		`ALTER TABLE outbox_relay DROP COLUMN settled_id`,
+		fmt.Sprintf(`INSERT INTO outbox (target_id, occurrence_at, created_at) VALUES (%d, '2026-03-01 11:00:00', '2026-03-01 11:00:00')`, ids[1]),
+		`DELETE FROM schema_migrations WHERE version = 5`)
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := s.DB().QueryContext(ctx, `SELECT target_id, one_shot, COALESCE(run_id, '') FROM target_due ORDER BY target_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var id int64
+		var oneShot bool
+		var run string
+		if err := rows.Scan(&id, &oneShot, &run); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%d:%v:%s", id, oneShot, run))
+	}
+	if want := fmt.Sprintf("[%d:true:run-m %d:false:]", ids[0], ids[1]); fmt.Sprint(got) != want {
+		t.Fatalf("queue = %v, want %s", got, want)
+	}
+	var settled, last uint64
+	if err := s.DB().QueryRowContext(ctx, `SELECT settled_id, (SELECT MAX(id) FROM outbox) FROM outbox_relay`).Scan(&settled, &last); err != nil || settled != last || last == 0 {
+		t.Fatalf("settle cursor %d, last outbox row %d (%v); want equal", settled, last, err)
+	}
+	if err := s.Migrate(ctx); err != nil { // and again: a no-op
+		t.Fatal(err)
+	}
+}
