@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/notiflow/notiflow/lib/benchreport"
 )
 
 // BenchmarkRequest is the body of POST /admin/benchmarks.
@@ -19,55 +21,23 @@ type BenchmarkRequest struct {
 	WebhookURL    string `json:"webhook_url,omitempty"`
 }
 
-// Run is a benchmark run as GET /admin/benchmarks/{id} returns it.
+// Run is a benchmark run as GET /admin/benchmarks/{id} returns it; its
+// progress and report are in lib/benchreport's format.
 type Run struct {
-	ID        string           `json:"id"`
-	Status    string           `json:"status"` // creating, waiting, running, done, failed, cancelled
-	Params    BenchmarkRequest `json:"params"`
-	CreatedAt time.Time        `json:"createdAt"`
-	DueAt     time.Time        `json:"dueAt"`
-	SetupSec  float64          `json:"setupSec"`
-	Progress  Progress         `json:"progress"`
-	Report    *Report          `json:"report,omitempty"`
-	Error     string           `json:"error,omitempty"`
+	ID        string               `json:"id"`
+	Status    string               `json:"status"` // creating, waiting, running, done, failed, cancelled
+	Params    BenchmarkRequest     `json:"params"`
+	CreatedAt time.Time            `json:"createdAt"`
+	DueAt     time.Time            `json:"dueAt"`
+	SetupSec  float64              `json:"setupSec"`
+	Progress  benchreport.Progress `json:"progress"`
+	Report    *benchreport.Report  `json:"report,omitempty"`
+	Error     string               `json:"error,omitempty"`
 }
 
 // Finished reports whether the run reached a final status.
 func (r *Run) Finished() bool {
 	return r.Status == "done" || r.Status == "failed" || r.Status == "cancelled"
-}
-
-// Progress counts a run's notifications at each stage.
-type Progress struct {
-	TargetsCreated int64 `json:"targetsCreated"`
-	OutboxRows     int64 `json:"outboxRows"`
-	Published      int64 `json:"published"`
-	Dispatched     int64 `json:"dispatched"`
-	Persisted      int64 `json:"persisted"`
-}
-
-// Report is a finished run's result.
-type Report struct {
-	Eligible            int64              `json:"eligible"`
-	OutboxCreated       int64              `json:"outboxCreated"`
-	EventPublishSec     float64            `json:"eventPublishSec"`
-	TotalSec            float64            `json:"totalSec"`
-	MsgsPerSecond       float64            `json:"msgsPerSecond"`
-	LatencyMs           Percentiles        `json:"latencyMs"`
-	StagesPerSecond     map[string]float64 `json:"stagesPerSecond"`
-	PeakLag             map[string]int64   `json:"peakLag"`
-	Lost                int64              `json:"lost"`
-	Duplicates          int64              `json:"duplicates"`
-	DuplicatesSent      int64              `json:"duplicatesSent"`
-	DuplicatesPersisted int64              `json:"duplicatesPersisted"`
-	Series              json.RawMessage    `json:"series,omitempty"`
-}
-
-// Percentiles of a latency distribution, in milliseconds.
-type Percentiles struct {
-	P50 float64 `json:"p50"`
-	P95 float64 `json:"p95"`
-	P99 float64 `json:"p99"`
 }
 
 // Admin is a client of the scheduler's HTTP API.

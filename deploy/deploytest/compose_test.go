@@ -157,7 +157,7 @@ func TestComposeServices(t *testing.T) {
 }
 
 // TestComposeNotiflowServices checks the three services against their own
-// config code and Dockerfiles.
+// config code and the Dockerfile.
 func TestComposeNotiflowServices(t *testing.T) {
 	p := composeProject(t)
 	root := repoRoot(t)
@@ -168,15 +168,26 @@ func TestComposeNotiflowServices(t *testing.T) {
 			if !ok {
 				t.Fatalf("no compose service %s", name)
 			}
-			// Built from its Dockerfile with the repository root as context.
+			// Built from the Dockerfile with the repository root as context.
 			if s.Build == nil {
 				t.Fatalf("%s: no build section", name)
 			}
 			if s.Build.Context != root {
 				t.Errorf("%s: build context %q, want the repository root %q (the go.mod replaces ../../lib)", name, s.Build.Context, root)
 			}
-			if want := "services/" + name + "/Dockerfile"; s.Build.Dockerfile != want {
-				t.Errorf("%s: dockerfile %q, want %q", name, s.Build.Dockerfile, want)
+			if s.Build.Dockerfile != "Dockerfile" {
+				t.Errorf("%s: dockerfile %q, want the repository's Dockerfile", name, s.Build.Dockerfile)
+			}
+			// The Dockerfile's build arguments name the service and its
+			// default HTTP port.
+			for arg, want := range buildArgs(t, name) {
+				if v := s.Build.Args[arg]; v == nil || *v != want {
+					got := "unset"
+					if v != nil {
+						got = strconv.Quote(*v)
+					}
+					t.Errorf("%s: build arg %s is %s, want %q", name, arg, got, want)
+				}
 			}
 			if repo, _, _ := strings.Cut(s.Image, ":"); repo != "notiflow/"+name {
 				t.Errorf("%s: image %q, want notiflow/%s:<tag>", name, s.Image, name)

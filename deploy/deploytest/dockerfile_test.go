@@ -12,8 +12,10 @@ import (
 	"testing"
 )
 
-// No Docker engine runs here, so the Dockerfiles are checked in two ways:
-// their instructions are parsed and checked, and the build stage is
+// No Docker engine runs here, so the Dockerfile (one at the repository
+// root for every service, parameterised by the build arguments SERVICE and
+// PORT) is checked in two ways for each service: its instructions are
+// parsed with the service's arguments and checked, and the build stage is
 // replayed without Docker (the same COPY set into an empty directory, the
 // same go build flags), proving the service builds from its own go.mod with
 // nothing else of the repository and yields a static binary.
@@ -24,9 +26,24 @@ type instruction struct {
 	args string
 }
 
+// buildArgs are the build arguments of service name's image, as
+// docker-compose.yml passes them.
+func buildArgs(tb testing.TB, name string) map[string]string {
+	tb.Helper()
+	return map[string]string{"SERVICE": name, "PORT": strconv.Itoa(configOf(tb, name).vars(tb).httpPort(tb))}
+}
+
+// parseServiceDockerfile parses the repository's Dockerfile with the build
+// arguments of service name.
+func parseServiceDockerfile(tb testing.TB, name string) []instruction {
+	tb.Helper()
+	return parseDockerfile(tb, filepath.Join(repoRoot(tb), "Dockerfile"), buildArgs(tb, name))
+}
+
 // parseDockerfile splits a Dockerfile into instructions (comments dropped,
-// continuation lines joined).
-func parseDockerfile(tb testing.TB, path string) []instruction {
+// continuation lines joined) and substitutes args for $NAME and ${NAME}
+// (other variables are left as they are).
+func parseDockerfile(tb testing.TB, path string, args map[string]string) []instruction {
 	tb.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -44,8 +61,14 @@ func parseDockerfile(tb testing.TB, path string) []instruction {
 			continue
 		}
 		cur.WriteString(trimmed)
-		cmd, args, _ := strings.Cut(cur.String(), " ")
-		out = append(out, instruction{cmd: strings.ToUpper(cmd), args: strings.TrimSpace(args)})
+		cmd, rest, _ := strings.Cut(cur.String(), " ")
+		rest = os.Expand(rest, func(name string) string {
+			if v, ok := args[name]; ok {
+				return v
+			}
+			return "${" + name + "}"
+		})
+		out = append(out, instruction{cmd: strings.ToUpper(cmd), args: strings.TrimSpace(rest)})
 		cur.Reset()
 	}
 	return out
@@ -65,15 +88,31 @@ func stages(ins []instruction) [][]instruction {
 	return out
 }
 
+// TestDockerfiles checks the Dockerfile as each service's image is built
+// from it.
 func TestDockerfiles(t *testing.T) {
 	root := repoRoot(t)
 	for _, name := range services {
 		t.Run(name, func(t *testing.T) {
-			st := stages(parseDockerfile(t, filepath.Join(root, "services", name, "Dockerfile")))
+			st := stages(parseServiceDockerfile(t, name))
 			if len(st) != 2 {
 				t.Fatalf("want two stages (build, runtime), got %d", len(st))
 			}
 			build, runtime := st[0], st[1]
+			// A build argument is visible only in the stages that declare it.
+			for i, stage := range st {
+				var declared []string
+				for _, in := range stage {
+					if in.cmd == "ARG" {
+						declared = append(declared, in.args)
+					}
+				}
+				for arg := range buildArgs(t, name) {
+					if !slices.Contains(declared, arg) {
+						t.Errorf("stage %d: no ARG %s (declared: %v)", i, arg, declared)
+					}
+				}
+			}
 			if from := build[0].args; !strings.HasPrefix(from, "golang:1.26") || !strings.HasSuffix(from, " AS build") {
 				t.Errorf("build stage FROM %q, want golang:1.26... AS build", from)
 			}
@@ -109,9 +148,13 @@ func TestDockerfiles(t *testing.T) {
 			if !strings.Contains(runs, buildCmd) {
 				t.Errorf("build stage: no RUN %q", buildCmd)
 			}
-			var user, entry, expose string
+			var user, entry, expose, binary string
 			for _, in := range runtime {
 				switch in.cmd {
+				case "COPY":
+					if f := strings.Fields(in.args); len(f) == 3 && f[0] == "--from=build" && f[1] == "/out/"+name {
+						binary = f[2]
+					}
 				case "USER":
 					user = in.args
 				case "ENTRYPOINT":
@@ -125,18 +168,21 @@ func TestDockerfiles(t *testing.T) {
 			if user != "65532:65532" && user != "65532" {
 				t.Errorf("runtime stage: USER %q, want 65532 (nonroot)", user)
 			}
-			if want := `["/usr/local/bin/` + name + `"]`; entry != want {
-				t.Errorf("runtime stage: ENTRYPOINT %s, want %s", entry, want)
+			if binary == "" {
+				t.Errorf("runtime stage: no COPY --from=build /out/%s", name)
 			}
-			port := configOf(t, name).vars(t).httpPort(t)
-			if expose != strconv.Itoa(port) {
-				t.Errorf("EXPOSE %q, the service's default NOTIFLOW_HTTP_ADDR port is %d", expose, port)
+			if want := `["` + binary + `"]`; entry != want {
+				t.Errorf("runtime stage: ENTRYPOINT %s, want %s (the service's binary)", entry, want)
+			}
+			if port := buildArgs(t, name)["PORT"]; expose != port {
+				t.Errorf("EXPOSE %q, the service's default NOTIFLOW_HTTP_ADDR port is %s (the PORT argument)", expose, port)
 			}
 		})
 	}
 }
 
-// TestDockerBuildStage replays each Dockerfile's build stage without Docker:
+// TestDockerBuildStage replays the Dockerfile's build stage for each
+// service without Docker:
 // only the directories it COPYs, GOWORK=off, CGO_ENABLED=0 and its flags.
 // The binary must be static (no ELF interpreter), so it runs on distroless.
 func TestDockerBuildStage(t *testing.T) {
@@ -147,7 +193,7 @@ func TestDockerBuildStage(t *testing.T) {
 	for _, name := range services {
 		t.Run(name, func(t *testing.T) {
 			ctx := t.TempDir()
-			for _, in := range stages(parseDockerfile(t, filepath.Join(root, "services", name, "Dockerfile")))[0] {
+			for _, in := range stages(parseServiceDockerfile(t, name))[0] {
 				if in.cmd != "COPY" {
 					continue
 				}
@@ -229,7 +275,7 @@ func copyTree(t *testing.T, src, dst string) {
 	}
 }
 
-// TestDockerignore: the build context sends what the Dockerfiles COPY and
+// TestDockerignore: the build context sends what the Dockerfile COPYs and
 // nothing of .deps/, .git or .env (Docker's rule: the last pattern that
 // matches a path, or one of its parents, decides).
 func TestDockerignore(t *testing.T) {
@@ -259,14 +305,14 @@ func TestDockerignore(t *testing.T) {
 		return out
 	}
 	for _, name := range services {
-		for _, in := range stages(parseDockerfile(t, filepath.Join(root, "services", name, "Dockerfile")))[0] {
+		for _, in := range stages(parseServiceDockerfile(t, name))[0] {
 			if in.cmd != "COPY" {
 				continue
 			}
 			fields := strings.Fields(in.args)
 			for _, src := range fields[:len(fields)-1] {
 				if !strings.HasPrefix(src, "--") && excluded(strings.TrimSuffix(src, "/")) {
-					t.Errorf("services/%s/Dockerfile: COPY %s, but .dockerignore excludes it", name, src)
+					t.Errorf("Dockerfile (SERVICE=%s): COPY %s, but .dockerignore excludes it", name, src)
 				}
 			}
 		}

@@ -363,17 +363,20 @@ func checkDeployment(t *testing.T, r *rendered, secret *corev1.Secret, name stri
 	checkPodSecurity(t, "Deployment "+name, pod)
 	checkResources(t, "Deployment "+name, c)
 
-	// Image: the Dockerfile's service name, a pinned tag.
+	// Image: the service's name (the Dockerfile's SERVICE), a pinned tag.
 	repo, tag, _ := strings.Cut(c.Image[strings.LastIndex(c.Image, "/")+1:], ":")
 	imageName := c.Image[:strings.LastIndex(c.Image, "/")+1] + repo
 	if !strings.HasSuffix(imageName, "notiflow/"+name) {
-		t.Errorf("Deployment %s: image %q is not notiflow/%s (built from services/%s/Dockerfile)", name, c.Image, name, name)
+		t.Errorf("Deployment %s: image %q is not notiflow/%s (built from the Dockerfile with SERVICE=%s)", name, c.Image, name, name)
 	}
 	if tag == "" || tag == "latest" {
 		t.Errorf("Deployment %s: image %q: pin a tag in the overlay (images: newTag)", name, c.Image)
 	}
-	if _, err := os.Stat(filepath.Join(repoRoot(t), "services", name, "Dockerfile")); err != nil {
+	if _, err := os.Stat(filepath.Join(repoRoot(t), "Dockerfile")); err != nil {
 		t.Errorf("Deployment %s: %v", name, err)
+	}
+	if _, err := os.Stat(filepath.Join(repoRoot(t), "services", name, "go.mod")); err != nil {
+		t.Errorf("Deployment %s: no service %s for the Dockerfile's SERVICE: %v", name, name, err)
 	}
 
 	// Environment: only variables the service reads, loaded and validated

@@ -28,8 +28,9 @@ import (
 // default and effective value. The deployment files are then checked
 // against exactly what the services would read at start.
 
-// services are the notiflow services, each with its own module, Dockerfile
-// and Deployment of the same name.
+// services are the notiflow services, each with its own module, image
+// (the Dockerfile with SERVICE set to its name) and Deployment of the
+// same name.
 var services = []string{"scheduler", "dispatcher", "sink"}
 
 // varInfo is one variable a service reads.

@@ -6,7 +6,7 @@
 //
 // It exits 0 when the URL answers 2xx within the timeout (-timeout, default
 // 2s) and 1 otherwise, printing the reason to stderr. It uses only the
-// standard library so the Dockerfiles build it from this one file, outside
+// standard library so the Dockerfile builds it from this one file, outside
 // any module.
 package main
 

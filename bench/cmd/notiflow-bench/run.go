@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/notiflow/notiflow/bench/harness"
+	"github.com/notiflow/notiflow/lib/benchreport"
 )
 
 // options are the knobs of one benchmark run.
@@ -220,7 +221,7 @@ func printReport(title string, res *result) {
 	r := res.Run.Report
 	fmt.Printf("\n== %s (run %s)\n", title, res.Run.ID)
 	b, _ := json.MarshalIndent(struct {
-		*harness.Report
+		*benchreport.Report
 		Series json.RawMessage `json:"series,omitempty"`
 	}{Report: r}, "", "  ")
 	fmt.Println(string(b))

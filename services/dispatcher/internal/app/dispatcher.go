@@ -249,7 +249,7 @@ func (d *Dispatcher) Handle(ctx context.Context, rec *consume.Record[*notiflowv1
 			return err
 		}
 	}
-	d.m.Results.WithLabelValues(domain.StatusName(out.Status), domain.ChannelName(due.Channel)).Inc()
+	d.m.Results.WithLabelValues(out.Status.Name(), due.Channel.Name()).Inc()
 	if due.DueAtUs > 0 {
 		d.m.Latency.Observe(float64(res.LatencyUs) / 1e6)
 	}

@@ -41,7 +41,7 @@ func InflightMarker(token string) string { return markerInflight + token }
 // DoneMarker is the value remembering a finished dispatch:
 // done:<status>:<attempts>:<provider code>.
 func DoneMarker(o Outcome) string {
-	return markerDone + statusName(o.Status) + ":" + strconv.FormatUint(uint64(o.Attempts), 10) + ":" + strconv.FormatInt(int64(o.ProviderCode), 10)
+	return markerDone + o.Status.Name() + ":" + strconv.FormatUint(uint64(o.Attempts), 10) + ":" + strconv.FormatInt(int64(o.ProviderCode), 10)
 }
 
 // MarkerState is what a deduplication marker says.
@@ -70,7 +70,7 @@ func ParseMarker(v string) (MarkerState, string, Outcome, error) {
 		if len(parts) != 3 {
 			return 0, "", Outcome{}, fmt.Errorf("%w %q", ErrBadMarker, v)
 		}
-		st, ok := statusByName[parts[0]]
+		st, ok := notiflowv1.StatusByName(parts[0])
 		att, err1 := strconv.ParseUint(parts[1], 10, 32)
 		code, err2 := strconv.ParseInt(parts[2], 10, 32)
 		if !ok || err1 != nil || err2 != nil {
@@ -81,42 +81,5 @@ func ParseMarker(v string) (MarkerState, string, Outcome, error) {
 	return 0, "", Outcome{}, fmt.Errorf("%w %q", ErrBadMarker, v)
 }
 
-var statusByName = map[string]notiflowv1.Status{
-	"delivered":    notiflowv1.Status_STATUS_DELIVERED,
-	"failed":       notiflowv1.Status_STATUS_FAILED,
-	"duplicate":    notiflowv1.Status_STATUS_DUPLICATE,
-	"rate_limited": notiflowv1.Status_STATUS_RATE_LIMITED,
-}
-
-// StatusName is the lower-case name of s used in markers and metrics.
-func StatusName(s notiflowv1.Status) string { return statusName(s) }
-
-func statusName(s notiflowv1.Status) string {
-	switch s {
-	case notiflowv1.Status_STATUS_DELIVERED:
-		return "delivered"
-	case notiflowv1.Status_STATUS_FAILED:
-		return "failed"
-	case notiflowv1.Status_STATUS_DUPLICATE:
-		return "duplicate"
-	case notiflowv1.Status_STATUS_RATE_LIMITED:
-		return "rate_limited"
-	}
-	return "unspecified"
-}
-
 // RateLimitedMarker is the done marker a rate-limited notification gets.
 var RateLimitedMarker = DoneMarker(Outcome{Status: notiflowv1.Status_STATUS_RATE_LIMITED})
-
-// ChannelName is the lower-case name of c used in metrics.
-func ChannelName(c notiflowv1.Channel) string {
-	switch c {
-	case notiflowv1.Channel_CHANNEL_WEBHOOK:
-		return "webhook"
-	case notiflowv1.Channel_CHANNEL_INBOX:
-		return "inbox"
-	case notiflowv1.Channel_CHANNEL_SIM:
-		return "sim"
-	}
-	return "unspecified"
-}

@@ -270,17 +270,12 @@ func varintLen(n int) int {
 	return binary.PutVarint(b[:], int64(n))
 }
 
-var channels = map[domain.Channel]notiflowv1.Channel{
-	domain.ChannelWebhook: notiflowv1.Channel_CHANNEL_WEBHOOK,
-	domain.ChannelInbox:   notiflowv1.Channel_CHANNEL_INBOX,
-	domain.ChannelSim:     notiflowv1.Channel_CHANNEL_SIM,
-}
-
 func fillDue(pb *notiflowv1.NotificationDue, n *domain.Notification) {
 	pb.NotificationId = n.ID
 	pb.TargetId = uint64(n.TargetID)
 	pb.RecipientId = n.RecipientID
-	pb.Channel = channels[n.Channel]
+	// A channel the contract does not name stays CHANNEL_UNSPECIFIED.
+	pb.Channel, _ = notiflowv1.ChannelByName(string(n.Channel))
 	pb.TemplateId = n.TemplateID
 	pb.ParamsJson = n.Params
 	pb.WebhookUrl = n.WebhookURL

@@ -5,7 +5,10 @@ import (
 	"strings"
 	"testing"
 
+	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/notiflow/notiflow/services/scheduler/internal/domain"
 )
 
 func TestSplitByBatch(t *testing.T) {
@@ -71,5 +74,31 @@ func TestRecordBytesCountsHeaders(t *testing.T) {
 	// 22 framing + 1 key + 2 value + 1 header count + (1+1) key + (2+200) value.
 	if got, want := recordBytes(&m), int64(22+1+2+1+2+202); got != want {
 		t.Errorf("recordBytes = %d, want %d", got, want)
+	}
+}
+
+// TestFillDueChannel: every channel a target may have reaches the event as
+// the contract's channel of the same name; an unknown one stays
+// unspecified.
+func TestFillDueChannel(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		give domain.Channel
+		want notiflowv1.Channel
+	}{
+		{domain.ChannelWebhook, notiflowv1.Channel_CHANNEL_WEBHOOK},
+		{domain.ChannelInbox, notiflowv1.Channel_CHANNEL_INBOX},
+		{domain.ChannelSim, notiflowv1.Channel_CHANNEL_SIM},
+		{domain.Channel("carrier-pigeon"), notiflowv1.Channel_CHANNEL_UNSPECIFIED},
+	}
+	for _, tt := range tests {
+		if tt.want != notiflowv1.Channel_CHANNEL_UNSPECIFIED && !tt.give.Valid() {
+			t.Errorf("%q is not a valid domain channel", tt.give)
+		}
+		var pb notiflowv1.NotificationDue
+		fillDue(&pb, &domain.Notification{Channel: tt.give})
+		if pb.Channel != tt.want {
+			t.Errorf("channel %q became %v, want %v", tt.give, pb.Channel, tt.want)
+		}
 	}
 }

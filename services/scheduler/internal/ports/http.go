@@ -6,13 +6,10 @@ package ports
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/notiflow/notiflow/services/scheduler/internal/jsonhttp"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -21,6 +18,7 @@ import (
 
 	"github.com/notiflow/notiflow/services/scheduler/internal/app"
 	"github.com/notiflow/notiflow/services/scheduler/internal/domain"
+	"github.com/notiflow/notiflow/services/scheduler/internal/jsonhttp"
 )
 
 //go:embed openapi.yaml
@@ -60,13 +58,12 @@ type ParkedLister interface {
 type API struct {
 	targets *app.Targets
 	opts    Options
-	log     *slog.Logger
-	token   [sha256.Size]byte
+	guard   *jsonhttp.Guard
 }
 
 // NewAPI returns the API over the targets service.
 func NewAPI(targets *app.Targets, opts Options, log *slog.Logger) *API {
-	return &API{targets: targets, opts: opts, log: log, token: sha256.Sum256([]byte(opts.Token))}
+	return &API{targets: targets, opts: opts, guard: jsonhttp.NewGuard(opts.Token, apiError, log, "api request failed")}
 }
 
 // Register adds the API's routes to mux (a Go 1.22 pattern mux, e.g. the
@@ -77,80 +74,43 @@ func (a *API) Register(mux *http.ServeMux) {
 		w.Header().Set("Content-Type", "application/yaml")
 		_, _ = w.Write(openAPI)
 	})
-	mux.Handle("POST /v1/targets", a.auth(a.create))
-	mux.Handle("POST /v1/targets:bulk", a.auth(a.createBulk))
-	mux.Handle("GET /v1/targets", a.auth(a.list))
-	mux.Handle("GET /v1/targets/{id}", a.auth(a.get))
-	mux.Handle("POST /v1/targets/{id}/pause", a.auth(a.pause))
-	mux.Handle("POST /v1/targets/{id}/resume", a.auth(a.resume))
-	mux.Handle("DELETE /v1/targets/{id}", a.auth(a.delete))
+	mux.Handle("POST /v1/targets", a.guard.Handle(a.create))
+	mux.Handle("POST /v1/targets:bulk", a.guard.Handle(a.createBulk))
+	mux.Handle("GET /v1/targets", a.guard.Handle(a.list))
+	mux.Handle("GET /v1/targets/{id}", a.guard.Handle(a.get))
+	mux.Handle("POST /v1/targets/{id}/pause", a.guard.Handle(a.pause))
+	mux.Handle("POST /v1/targets/{id}/resume", a.guard.Handle(a.resume))
+	mux.Handle("DELETE /v1/targets/{id}", a.guard.Handle(a.delete))
 	if a.opts.Parked != nil {
-		mux.Handle("GET /admin/outbox/parked", a.auth(a.listParked))
+		mux.Handle("GET /admin/outbox/parked", a.guard.Handle(a.listParked))
 	}
 }
-
-// handlerFunc is a handler that returns its error; serve maps it to a
-// status and a JSON message.
-type handlerFunc func(w http.ResponseWriter, r *http.Request) error
-
-// auth checks the bearer token in constant time (both sides are hashed
-// first, so not even the token's length leaks) and then runs h.
-func (a *API) auth(h handlerFunc) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if a.opts.Token != "" {
-			given, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			sum := sha256.Sum256([]byte(given))
-			if !ok || subtle.ConstantTimeCompare(sum[:], a.token[:]) != 1 {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="notiflow"`)
-				writeError(w, http.StatusUnauthorized, "missing or invalid bearer token")
-				return
-			}
-		}
-		if err := h(w, r); err != nil {
-			a.fail(w, r, err)
-		}
-	})
-}
-
-// httpError is an error with the status and message the client sees.
-type httpError = jsonhttp.Error
 
 var (
 	badRequest = jsonhttp.BadRequest
 	writeJSON  = jsonhttp.WriteJSON
-	writeError = jsonhttp.WriteError
 )
 
-func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
+// apiError maps the targets service's errors to the status and message
+// the client sees (a jsonhttp.ErrorMap).
+func apiError(err error) (int, string, bool) {
 	var (
-		he   *httpError
-		ve   *domain.ValidationError
-		be   *app.BulkError
-		mbe  *http.MaxBytesError
-		code = http.StatusInternalServerError
-		msg  = "internal error"
+		ve *domain.ValidationError
+		be *app.BulkError
 	)
 	switch {
-	case errors.As(err, &he):
-		code, msg = he.Status, he.Msg
 	case errors.As(err, &be):
-		code, msg = http.StatusBadRequest, be.Error()
+		return http.StatusBadRequest, be.Error(), true
 	case errors.As(err, &ve):
-		code, msg = http.StatusBadRequest, ve.Error()
+		return http.StatusBadRequest, ve.Error(), true
 	case errors.Is(err, app.ErrTooMany):
-		code, msg = http.StatusBadRequest, "targets: "+strings.TrimPrefix(err.Error(), app.ErrTooMany.Error()+": ")
-	case errors.As(err, &mbe):
-		code, msg = http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", mbe.Limit)
+		return http.StatusBadRequest, "targets: " + strings.TrimPrefix(err.Error(), app.ErrTooMany.Error()+": "), true
 	case errors.Is(err, domain.ErrNotFound):
-		code, msg = http.StatusNotFound, "target not found"
+		return http.StatusNotFound, "target not found", true
 	case errors.Is(err, domain.ErrConflict):
-		code, msg = http.StatusConflict, conflictMessage(err)
-	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
-		return // the client went away
-	default:
-		a.log.Error("api request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		return http.StatusConflict, conflictMessage(err), true
 	}
-	writeError(w, code, msg)
+	return 0, "", false
 }
 
 func conflictMessage(err error) string {

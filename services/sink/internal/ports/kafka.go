@@ -33,7 +33,7 @@ func Decode(msg *kafka.Message) (domain.Result, error) {
 		OccurrenceAt:   time.UnixMicro(ev.GetOccurrenceAtUs()).UTC(),
 		RecipientID:    ev.GetRecipientId(),
 		Sequence:       ev.GetSequence(),
-		Channel:        channel(ev.GetChannel()),
+		Channel:        ev.GetChannel().Name(),
 		TemplateID:     ev.GetTemplateId(),
 		Status:         status(ev.GetStatus()),
 		OriginalStatus: status(ev.GetOriginalStatus()),
@@ -58,30 +58,14 @@ var eventPool = sync.Pool{New: func() any { return new(notiflowv1.NotificationDi
 
 var unmarshal = proto.UnmarshalOptions{}
 
+// status is the stored status of s: "" for STATUS_UNSPECIFIED and for a
+// value this build does not know, which Validate refuses as a Status and
+// Row stores as unknown as an OriginalStatus.
 func status(s notiflowv1.Status) domain.Status {
-	switch s {
-	case notiflowv1.Status_STATUS_DELIVERED:
-		return domain.StatusDelivered
-	case notiflowv1.Status_STATUS_FAILED:
-		return domain.StatusFailed
-	case notiflowv1.Status_STATUS_DUPLICATE:
-		return domain.StatusDuplicate
-	case notiflowv1.Status_STATUS_RATE_LIMITED:
-		return domain.StatusRateLimited
+	if _, ok := notiflowv1.StatusByName(s.Name()); !ok {
+		return ""
 	}
-	return ""
-}
-
-func channel(c notiflowv1.Channel) string {
-	switch c {
-	case notiflowv1.Channel_CHANNEL_WEBHOOK:
-		return "webhook"
-	case notiflowv1.Channel_CHANNEL_INBOX:
-		return "inbox"
-	case notiflowv1.Channel_CHANNEL_SIM:
-		return "sim"
-	}
-	return "unspecified"
+	return domain.Status(s.Name())
 }
 
 // ConsumerConfig configures NewConsumer.

@@ -2,21 +2,18 @@ package ports
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
-	"github.com/notiflow/notiflow/services/scheduler/internal/jsonhttp"
 	"io"
 	"log/slog"
 	"net/http"
 	"regexp"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/notiflow/notiflow/services/scheduler/internal/benchrun/app"
 	"github.com/notiflow/notiflow/services/scheduler/internal/benchrun/domain"
+	"github.com/notiflow/notiflow/services/scheduler/internal/jsonhttp"
 )
 
 // maxBodyBytes bounds a POST /admin/benchmarks body.
@@ -25,15 +22,13 @@ const maxBodyBytes = 4096
 // Handler serves the admin routes.
 type Handler struct {
 	svc   *app.Service
-	token [sha256.Size]byte
-	auth  bool
-	log   *slog.Logger
+	guard *jsonhttp.Guard
 }
 
 // NewHandler serves svc; token is the API's bearer token (empty disables
 // authentication, as NOTIFLOW_INSECURE_NO_AUTH does for the API).
 func NewHandler(svc *app.Service, token string, log *slog.Logger) *Handler {
-	return &Handler{svc: svc, token: sha256.Sum256([]byte(token)), auth: token != "", log: log}
+	return &Handler{svc: svc, guard: jsonhttp.NewGuard(token, adminError, log, "admin request failed")}
 }
 
 // Register adds the admin routes to mux (a Go 1.22 pattern mux).
@@ -49,26 +44,17 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	mux.Handle("GET /admin/benchmarks/{id}/chart.svg", h.protect(h.chart))
 }
 
-type handlerFunc func(w http.ResponseWriter, r *http.Request) error
-
-// protect checks the bearer token in constant time (both sides hashed, so
-// not even the length leaks), then runs fn and maps its error.
-func (h *Handler) protect(fn handlerFunc) http.Handler {
+// noStore marks every admin answer uncacheable, then runs next.
+func noStore(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
-		if h.auth {
-			given, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			sum := sha256.Sum256([]byte(given))
-			if !ok || subtle.ConstantTimeCompare(sum[:], h.token[:]) != 1 {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="notiflow"`)
-				writeError(w, http.StatusUnauthorized, "missing or invalid bearer token")
-				return
-			}
-		}
-		if err := fn(w, r); err != nil {
-			h.fail(w, r, err)
-		}
+		next.ServeHTTP(w, r)
 	})
+}
+
+// protect runs fn behind the bearer token with its answers uncacheable.
+func (h *Handler) protect(fn jsonhttp.HandlerFunc) http.Handler {
+	return noStore(h.guard.Handle(fn))
 }
 
 type httpError = jsonhttp.Error
@@ -76,39 +62,28 @@ type httpError = jsonhttp.Error
 var (
 	badRequest = jsonhttp.BadRequest
 	writeJSON  = jsonhttp.WriteJSON
-	writeError = jsonhttp.WriteError
 )
 
-func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+// adminError maps the benchmark service's errors to the status and
+// message the client sees (a jsonhttp.ErrorMap).
+func adminError(err error) (int, string, bool) {
 	var (
-		he   *httpError
-		ve   *domain.ValidationError
-		be   *app.BusyError
-		mbe  *http.MaxBytesError
-		code = http.StatusInternalServerError
-		msg  = "internal error"
+		ve *domain.ValidationError
+		be *app.BusyError
 	)
 	switch {
-	case errors.As(err, &he):
-		code, msg = he.Status, he.Msg
 	case errors.As(err, &ve):
-		code, msg = http.StatusBadRequest, ve.Error()
+		return http.StatusBadRequest, ve.Error(), true
 	case errors.As(err, &be):
-		code, msg = http.StatusConflict, be.Error()
-	case errors.As(err, &mbe):
-		code, msg = http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", mbe.Limit)
+		return http.StatusConflict, be.Error(), true
 	case errors.Is(err, domain.ErrNotFound):
-		code, msg = http.StatusNotFound, "benchmark run not found"
+		return http.StatusNotFound, "benchmark run not found", true
 	case errors.Is(err, app.ErrCancelledWhileCreating):
-		code, msg = http.StatusConflict, err.Error()
+		return http.StatusConflict, err.Error(), true
 	case errors.Is(err, app.ErrStopped):
-		code, msg = http.StatusServiceUnavailable, err.Error()
-	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
-		return // the client went away
-	default:
-		h.log.Error("admin request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		return http.StatusServiceUnavailable, err.Error(), true
 	}
-	writeError(w, code, msg)
+	return 0, "", false
 }
 
 // decode reads one JSON object into v (see jsonhttp.Decode), refusing
@@ -146,11 +121,21 @@ func (h *Handler) start(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) get(w http.ResponseWriter, r *http.Request) error {
+	return runByID(w, r, h.svc.Get)
+}
+
+func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) error {
+	return runByID(w, r, h.svc.Cancel)
+}
+
+// runByID applies fn to the run the path names and answers the run fn
+// returns.
+func runByID(w http.ResponseWriter, r *http.Request, fn func(context.Context, string) (domain.Run, error)) error {
 	id, err := pathID(r)
 	if err != nil {
 		return err
 	}
-	run, err := h.svc.Get(r.Context(), id)
+	run, err := fn(r.Context(), id)
 	if err != nil {
 		return err
 	}
@@ -177,19 +162,6 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, struct {
 		Runs []domain.Run `json:"runs"`
 	}{runs})
-	return nil
-}
-
-func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathID(r)
-	if err != nil {
-		return err
-	}
-	run, err := h.svc.Cancel(r.Context(), id)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, run)
 	return nil
 }
 
