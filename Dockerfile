@@ -4,7 +4,8 @@
 # of the service named by the build argument SERVICE, documenting its
 # default HTTP port PORT. The build context is the repository root, because
 # each service's go.mod replaces modules in sibling folders (../../lib,
-# ../../proto):
+# ../../proto; the scheduler's also ../sink, for the sink's package
+# notifications):
 #
 #   docker build --build-arg SERVICE=scheduler  --build-arg PORT=8080 -t notiflow/scheduler .
 #   docker build --build-arg SERVICE=dispatcher --build-arg PORT=8081 -t notiflow/dispatcher .

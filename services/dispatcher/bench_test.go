@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/notiflow/notiflow/lib/simsend"
 	"github.com/notiflow/notiflow/lib/testkit"
 	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
 	"github.com/notiflow/notiflow/services/dispatcher/internal/dispatchtest"
@@ -209,7 +210,7 @@ func verifyBench(b *testing.B, recs []dispatchtest.Record, env map[string]string
 		b.Fatalf("results topic order: %v", err)
 	}
 	rdb, _ := testkit.Redis(b)
-	sends := rdb.HGetAll(context.Background(), env["NOTIFLOW_REDIS_PREFIX"]+"sim:sends:"+runID).Val()
+	sends := rdb.HGetAll(context.Background(), simsend.Key(env["NOTIFLOW_REDIS_PREFIX"], runID)).Val()
 	dup := 0
 	for _, n := range sends {
 		if n != "1" {

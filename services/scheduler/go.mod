@@ -7,6 +7,7 @@ require (
 	github.com/go-sql-driver/mysql v1.10.2
 	github.com/notiflow/notiflow/lib v0.0.0
 	github.com/notiflow/notiflow/proto v0.0.0
+	github.com/notiflow/notiflow/services/sink v0.0.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/robfig/cron/v3 v3.0.1
@@ -38,4 +39,5 @@ require (
 replace (
 	github.com/notiflow/notiflow/lib => ../../lib
 	github.com/notiflow/notiflow/proto => ../../proto
+	github.com/notiflow/notiflow/services/sink => ../sink
 )

@@ -105,12 +105,15 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if cfg.APIToken == "" {
 		log.Warn("API authentication is disabled (NOTIFLOW_INSECURE_NO_AUTH): development only")
 	}
-	bench := benchapp.NewService(
-		benchadapters.NewStore(store.DB()),
-		benchadapters.NewSimSends(rdb, cfg.RedisPrefix),
-		benchadapters.NewLag(kc,
+	bench := benchapp.NewService(benchapp.Deps{
+		Runs:      benchadapters.NewStore(store.DB()),
+		Targets:   app.NewRuns(targets, store),
+		Persisted: benchadapters.NewPersisted(store.DB()),
+		Sends:     benchadapters.NewSimSends(rdb, cfg.RedisPrefix),
+		Lag: benchadapters.NewLag(kc,
 			benchadapters.GroupTopic{Group: cfg.DispatcherGroup, Topic: cfg.Kafka.TopicDue},
 			benchadapters.GroupTopic{Group: cfg.SinkGroup, Topic: cfg.Kafka.TopicDispatched}),
+	},
 		benchapp.Options{
 			Lead: cfg.BenchLead, Stall: cfg.BenchStall, Sample: cfg.BenchSample, MaxNotifications: cfg.BenchMaxNotifications,
 		}, log)

@@ -6,10 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"strconv"
 	"time"
 
 	"github.com/notiflow/notiflow/lib/consume"
+	"github.com/notiflow/notiflow/lib/simsend"
 	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
 	"github.com/notiflow/notiflow/services/dispatcher/internal/domain"
 )
@@ -70,7 +70,7 @@ func (s *Sim) Send(ctx context.Context, due *notiflowv1.NotificationDue, _ strin
 		return domain.Outcome{Status: notiflowv1.Status_STATUS_FAILED, Attempts: 1, ProviderCode: 503, Err: "simulated provider failure", DeadLetter: true}, nil
 	}
 	if due.RunId != "" && s.Recorder != nil {
-		field := strconv.FormatUint(due.TargetId, 10) + ":" + strconv.FormatInt(due.OccurrenceAtUs, 10)
+		field := simsend.Field(due.TargetId, due.OccurrenceAtUs)
 		for try := 1; ; try++ {
 			err := s.Recorder.RecordSimSend(ctx, due.RunId, field)
 			if err == nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/notiflow/notiflow/lib/simsend"
 	"github.com/notiflow/notiflow/services/dispatcher/internal/domain"
 )
 
@@ -80,7 +81,7 @@ type StoreOptions struct {
 // (<prefix>dedup:<notification id>), fixed-window rate-limit counters
 // (<prefix>rl:<recipient>:<window number>, the window number being the
 // claim time in Unix milliseconds / the window) and, for benchmarks, how often
-// the simulated provider sent each occurrence (<prefix>sim:sends:<run id>).
+// the simulated provider sent each occurrence (lib/simsend).
 // Every command goes through the Batcher. Errors are Redis errors (the
 // server is unreachable, a timeout, ...) unless they wrap
 // domain.ErrBadMarker. It is safe for concurrent use.
@@ -286,10 +287,10 @@ func (s *Store) Extend(ctx context.Context, id, token string) error {
 }
 
 // RecordSimSend counts one simulated send of occurrence field
-// (<target id>:<occurrence us>) in run runID, for the benchmark's
+// (simsend.Field) in run runID's hash (simsend.Key), for the benchmark's
 // independent duplicate count.
 func (s *Store) RecordSimSend(ctx context.Context, runID, field string) error {
-	key := s.opt.Prefix + "sim:sends:" + runID
+	key := simsend.Key(s.opt.Prefix, runID)
 	cmds := []redis.Cmder{redis.NewIntCmd(ctx, "hincrby", key, field, 1)}
 	if s.needsExpire(runID) {
 		cmds = append(cmds, redis.NewBoolCmd(ctx, "expire", key, int64(simSendsTTL/time.Second)))
@@ -323,6 +324,3 @@ func (s *Store) needsExpire(runID string) bool {
 	s.simExpired[runID] = now
 	return true
 }
-
-// SimSendsKey is the key of run runID's simulated-send counts under prefix.
-func SimSendsKey(prefix, runID string) string { return prefix + "sim:sends:" + runID }

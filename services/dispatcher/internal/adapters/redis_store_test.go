@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/notiflow/notiflow/lib/simsend"
 	"github.com/notiflow/notiflow/lib/testkit"
 	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
 	"github.com/notiflow/notiflow/services/dispatcher/internal/domain"
@@ -185,7 +186,7 @@ func TestSimSendsCounted(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	key := SimSendsKey(s.opt.Prefix, "run1")
+	key := simsend.Key(s.opt.Prefix, "run1")
 	if v := rdb.HGet(ctx, key, "7:123").Val(); v != "2" {
 		t.Fatalf("count %q, want 2", v)
 	}

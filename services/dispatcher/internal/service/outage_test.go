@@ -8,6 +8,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/notiflow/notiflow/lib/simsend"
 	"github.com/notiflow/notiflow/lib/testkit"
 	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
 	"github.com/notiflow/notiflow/services/dispatcher/internal/config"
@@ -99,7 +100,7 @@ func TestRedisOutagePausesAndResumes(t *testing.T) {
 		}
 	}
 	// Every occurrence was sent once.
-	sends := rdb.HGetAll(ctx, e.cfg.RedisPrefix+"sim:sends:outage-run").Val()
+	sends := rdb.HGetAll(ctx, simsend.Key(e.cfg.RedisPrefix, "outage-run")).Val()
 	if len(sends) != 55 {
 		t.Fatalf("%d occurrences counted as sent, want 55", len(sends))
 	}

@@ -143,8 +143,9 @@ func (s *Targets) CreateBulk(ctx context.Context, ins []TargetInput) ([]int64, e
 }
 
 // CreateMany stores already built targets (see Build) in one transaction,
-// tagged with runID when it is not empty. It is the path benchmark runs use
-// to create their targets; it applies no count limit.
+// tagged with runID when it is not empty. It is the last step of
+// CreateBulk and the path benchmark runs create their targets by
+// (Runs.Create); it applies no count limit.
 func (s *Targets) CreateMany(ctx context.Context, targets []domain.Target, runID string) ([]int64, error) {
 	if len(runID) > domain.MaxRunIDLen {
 		return nil, &domain.ValidationError{Field: "run_id", Msg: fmt.Sprintf("longer than %d bytes", domain.MaxRunIDLen)}

@@ -6,7 +6,14 @@
 //
 //	domain    runs, parameters, progress, the report and its maths (no I/O)
 //	app       the service: start, cancel, list, and the per-run watcher
-//	adapters  MySQL (benchmark_runs, targets, counts), Redis (simulated
-//	          sends), Kafka (consumer lag)
+//	adapters  MySQL (benchmark_runs; the sink's rows through the sink's
+//	          package notifications), Redis (simulated sends, lib/simsend),
+//	          Kafka (consumer lag)
 //	ports     the admin HTTP routes, the admin page and its SVG chart
+//
+// The benchmark owns only its benchmark_runs table. A run's targets and
+// outbox rows are the scheduler's: the service creates, counts and
+// deletes them through the scheduler's application layer (app.Runs), on
+// the code path of the API's bulk create, so a benchmark measures what
+// users run.
 package benchrun

@@ -1,3 +1,4 @@
-// Package adapters holds the sink's MySQL store (the notifications table,
-// its migrations and the idempotent batch upsert).
+// Package adapters holds the sink's MySQL store: the idempotent batch
+// upsert into the notifications table, whose definition (the migrations)
+// package notifications owns.
 package adapters

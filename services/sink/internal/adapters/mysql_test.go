@@ -14,6 +14,7 @@ import (
 	"github.com/notiflow/notiflow/lib/mysqlx"
 	"github.com/notiflow/notiflow/lib/testkit"
 	"github.com/notiflow/notiflow/services/sink/internal/domain"
+	"github.com/notiflow/notiflow/services/sink/notifications"
 )
 
 func openStore(t *testing.T) *Store {
@@ -37,8 +38,8 @@ func TestMigrateIsIdempotent(t *testing.T) {
 		t.Fatalf("second migrate: %v", err)
 	}
 	v, err := s.SchemaVersion(context.Background())
-	if err != nil || v != len(migrations) {
-		t.Fatalf("schema version %d, %v; want %d", v, err, len(migrations))
+	if want := len(notifications.Migrations()); err != nil || v != want {
+		t.Fatalf("schema version %d, %v; want %d", v, err, want)
 	}
 }
 
@@ -200,7 +201,7 @@ func TestMigrateUpgradesVersion1(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	if err := mysqlx.Migrate(ctx, s.DB(), migrationTable, migrations[:1]); err != nil {
+	if err := mysqlx.Migrate(ctx, s.DB(), notifications.MigrationTable, notifications.Migrations()[:1]); err != nil {
 		t.Fatal(err)
 	}
 	rows := domain.Collapse([]*domain.Result{result("a", domain.StatusDelivered, 1), result("b", domain.StatusFailed, 2)})

@@ -4,18 +4,16 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/notiflow/notiflow/lib/simsend"
 	"github.com/notiflow/notiflow/services/scheduler/internal/benchrun/domain"
 )
 
-// SimSends reads the dispatcher's record of simulated sends: for a run, the
-// hash <prefix>sim:sends:<run id> with one field <target id>:<occurrence
-// Unix µs> per occurrence sent, valued with the number of sends (the format
-// of services/dispatcher/internal/adapters.SimSendsKey and
-// Store.RecordSimSend). It is safe for concurrent use.
+// SimSends reads the dispatcher's record of simulated sends: for a run, one
+// hash with a field per occurrence sent, valued with the number of sends
+// (the format of lib/simsend). It is safe for concurrent use.
 type SimSends struct {
 	rdb    redis.UniversalClient
 	prefix string
@@ -28,7 +26,7 @@ func NewSimSends(rdb redis.UniversalClient, prefix string) *SimSends {
 }
 
 // Key is the hash of run runID.
-func (s *SimSends) Key(runID string) string { return s.prefix + "sim:sends:" + runID }
+func (s *SimSends) Key(runID string) string { return simsend.Key(s.prefix, runID) }
 
 // Distinct returns how many distinct occurrences of the run were sent.
 func (s *SimSends) Distinct(ctx context.Context, runID string) (int64, error) {
@@ -81,11 +79,9 @@ func (s *SimSends) Delete(ctx context.Context, runID string) error {
 }
 
 func parseOccurrence(field string) (domain.Occurrence, error) {
-	t, us, ok := strings.Cut(field, ":")
-	target, err1 := strconv.ParseUint(t, 10, 64)
-	at, err2 := strconv.ParseInt(us, 10, 64)
-	if !ok || err1 != nil || err2 != nil {
-		return domain.Occurrence{}, fmt.Errorf("simulated send field %q is not <target id>:<occurrence us>", field)
+	target, at, err := simsend.ParseField(field)
+	if err != nil {
+		return domain.Occurrence{}, err
 	}
 	return domain.Occurrence{TargetID: target, OccurrenceUS: at}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/notiflow/notiflow/lib/simsend"
 	"github.com/notiflow/notiflow/lib/testkit"
 	"github.com/notiflow/notiflow/services/scheduler/internal/benchrun/adapters"
 	"github.com/notiflow/notiflow/services/scheduler/internal/benchrun/benchtest"
@@ -18,8 +19,8 @@ func TestSimSends(t *testing.T) {
 	rdb, prefix := testkit.Redis(t)
 	ctx := context.Background()
 	sends := adapters.NewSimSends(rdb, prefix)
-	if got := sends.Key("r1"); got != benchtest.SimSendsKey(prefix, "r1") {
-		t.Fatalf("key %q, want the dispatcher's %q", got, benchtest.SimSendsKey(prefix, "r1"))
+	if got := sends.Key("r1"); got != simsend.Key(prefix, "r1") {
+		t.Fatalf("key %q, want the dispatcher's %q", got, simsend.Key(prefix, "r1"))
 	}
 	at := time.Date(2026, 3, 9, 9, 0, 0, 123000, time.UTC)
 	// 3000 occurrences (several HSCAN pages); 7 and 2999 sent twice, 11

@@ -7,15 +7,16 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
+	schedulerapp "github.com/notiflow/notiflow/services/scheduler/internal/app"
 	"github.com/notiflow/notiflow/services/scheduler/internal/benchrun/adapters"
 	"github.com/notiflow/notiflow/services/scheduler/internal/benchrun/domain"
 )
 
-// Store keeps runs and reads what the pipeline wrote for them
-// (*adapters.Store).
+// Store keeps runs (*adapters.Store).
 type Store interface {
 	InsertRun(ctx context.Context, run domain.Run, owner string) error
 	GetRun(ctx context.Context, id string) (domain.Record, error)
@@ -28,10 +29,23 @@ type Store interface {
 	Fail(ctx context.Context, id, errText string, at time.Time) (bool, error)
 	Cancel(ctx context.Context, id string, at time.Time) (bool, error)
 	ReapStale(ctx context.Context, staleAfter time.Duration, exceptOwner string, at time.Time) (int64, error)
-	CreateTargets(ctx context.Context, spec adapters.TargetSpec, dueAt time.Time, decide func(time.Duration) time.Time) (adapters.CreatedTargets, error)
-	SampleCounts(ctx context.Context, rng domain.TargetRange, skipOutbox bool) (adapters.Counts, error)
-	ReportData(ctx context.Context, rng domain.TargetRange) (int64, time.Time, []domain.Row, error)
-	DeleteRunRows(ctx context.Context, rng domain.TargetRange) error
+}
+
+// Targets creates, observes and deletes a run's targets and outbox rows
+// through the scheduler's application layer (*schedulerapp.Runs).
+type Targets interface {
+	Create(ctx context.Context, spec schedulerapp.RunSpec, decide func(elapsed time.Duration) time.Time) (schedulerapp.CreatedRun, error)
+	SampleOutbox(ctx context.Context, rng domain.TargetRange) (schedulerapp.RunOutbox, error)
+	OutboxReport(ctx context.Context, rng domain.TargetRange) (int64, time.Time, error)
+	Delete(ctx context.Context, rng domain.TargetRange) error
+}
+
+// Persisted reads and deletes the sink's rows of a run
+// (*adapters.Persisted).
+type Persisted interface {
+	Count(ctx context.Context, rng domain.TargetRange) (int64, error)
+	Rows(ctx context.Context, rng domain.TargetRange) ([]domain.Row, error)
+	Delete(ctx context.Context, rng domain.TargetRange) error
 }
 
 // Sends is the simulated provider's record of sends (*adapters.SimSends).
@@ -49,9 +63,20 @@ type LagSampler interface {
 
 var (
 	_ Store      = (*adapters.Store)(nil)
+	_ Targets    = (*schedulerapp.Runs)(nil)
+	_ Persisted  = (*adapters.Persisted)(nil)
 	_ Sends      = (*adapters.SimSends)(nil)
 	_ LagSampler = (*adapters.Lag)(nil)
 )
+
+// Deps are what the service works with.
+type Deps struct {
+	Runs      Store
+	Targets   Targets
+	Persisted Persisted
+	Sends     Sends
+	Lag       LagSampler
+}
 
 // Errors callers branch on (besides domain.ErrNotFound and
 // *domain.ValidationError).
@@ -116,11 +141,13 @@ type Options struct {
 // are safe for concurrent use; Run must be running for Start to hand runs
 // over.
 type Service struct {
-	store Store
-	sends Sends
-	lag   LagSampler
-	opts  Options
-	log   *slog.Logger
+	store     Store
+	targets   Targets
+	persisted Persisted
+	sends     Sends
+	lag       LagSampler
+	opts      Options
+	log       *slog.Logger
 
 	starts  chan domain.Record
 	stopped chan struct{}
@@ -140,7 +167,7 @@ type watch struct {
 var errCancelled = errors.New("cancelled")
 
 // NewService returns the service.
-func NewService(store Store, sends Sends, lag LagSampler, opts Options, log *slog.Logger) *Service {
+func NewService(deps Deps, opts Options, log *slog.Logger) *Service {
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
@@ -155,7 +182,8 @@ func NewService(store Store, sends Sends, lag LagSampler, opts Options, log *slo
 		opts.Owner = fmt.Sprintf("%s/%d/%s", host, os.Getpid(), rand.Text()[:8])
 	}
 	return &Service{
-		store: store, sends: sends, lag: lag, opts: opts, log: log,
+		store: deps.Runs, targets: deps.Targets, persisted: deps.Persisted, sends: deps.Sends, lag: deps.Lag,
+		opts: opts, log: log,
 		starts:  make(chan domain.Record),
 		stopped: make(chan struct{}),
 		watches: map[string]*watch{},
@@ -269,7 +297,7 @@ func (s *Service) Start(ctx context.Context, p domain.Params, arrived time.Time)
 		return domain.Run{}, err
 	}
 	if !ok {
-		if err := s.store.DeleteRunRows(context.WithoutCancel(ctx), created.Range); err != nil {
+		if err := s.deleteRows(context.WithoutCancel(ctx), created.Range); err != nil {
 			s.log.Error("benchmark: delete the targets of a run cancelled while creating", "run", run.ID, "err", err)
 		}
 		return domain.Run{}, ErrCancelledWhileCreating
@@ -314,42 +342,64 @@ func (s *Service) insert(ctx context.Context, run domain.Run) error {
 	return err
 }
 
-// createTargets creates run's targets, renewing the run's heartbeat
-// meanwhile (creating a million targets takes a while).
-func (s *Service) createTargets(ctx context.Context, run domain.Run) (adapters.CreatedTargets, error) {
-	hbCtx, stop := context.WithCancel(ctx)
-	defer stop()
+// createTargets creates run's targets through the scheduler's application
+// layer, renewing the run's heartbeat meanwhile (creating a million
+// targets takes a while). When the run stops being active meanwhile (a
+// client cancelled it), creating stops, the targets created so far are
+// deleted and it returns ErrCancelledWhileCreating.
+func (s *Service) createTargets(ctx context.Context, run domain.Run) (schedulerapp.CreatedRun, error) {
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	go func() {
 		t := time.NewTicker(defaultTouchEvery)
 		defer t.Stop()
 		for {
 			select {
-			case <-hbCtx.Done():
+			case <-cctx.Done():
 				return
 			case <-t.C:
-				if _, err := s.store.Touch(hbCtx, run.ID); err != nil && hbCtx.Err() == nil {
+				ok, err := s.store.Touch(cctx, run.ID)
+				switch {
+				case err != nil && cctx.Err() == nil:
 					s.log.Warn("benchmark: renew heartbeat", "run", run.ID, "err", err)
+				case err == nil && !ok:
+					cancel(ErrCancelledWhileCreating)
+					return
 				}
 			}
 		}
 	}()
 	p := run.Params
-	spec := adapters.TargetSpec{
-		RunID: run.ID, N: p.Notifications, Recipients: p.Recipients, Prefix: domain.RecipientPrefix(run.ID),
-		Channel: p.Channel, Template: domain.Template, Params: p.TargetParams(), CreatedAt: run.CreatedAt,
-	}
-	// decide runs just before the commit: if the planned due time is too
-	// close, the targets move to after the commit (leaving room for the
-	// UPDATE, which costs about as much as the inserts did), so the clock
-	// never includes the setup.
+	prefix, params, due := domain.RecipientPrefix(run.ID), p.TargetParams(), run.DueAt
+	spec := schedulerapp.RunSpec{RunID: run.ID, N: p.Notifications, Input: func(i int) schedulerapp.TargetInput {
+		return schedulerapp.TargetInput{RecipientID: prefix + strconv.Itoa(i%p.Recipients), Channel: p.Channel,
+			TemplateID: domain.Template, Params: params, DueAt: &due}
+	}}
+	// decide runs once the targets are stored, held: if the planned due
+	// time is too close, they fall due after their release instead (which
+	// is given as long as creating took, a bound it stays under), so the
+	// clock never includes the setup.
 	decide := func(elapsed time.Duration) time.Time {
 		now := s.now()
-		if now.Add(commitMargin).Before(run.DueAt) {
+		if now.Add(elapsed + commitMargin).Before(run.DueAt) {
 			return run.DueAt
 		}
 		return now.Add(elapsed + commitMargin)
 	}
-	return s.store.CreateTargets(ctx, spec, run.DueAt, decide)
+	created, err := s.targets.Create(cctx, spec, decide)
+	if err != nil && errors.Is(context.Cause(cctx), ErrCancelledWhileCreating) {
+		return created, ErrCancelledWhileCreating
+	}
+	return created, err
+}
+
+// deleteRows deletes what the pipeline stored for the run: its targets,
+// outbox rows and the sink's rows.
+func (s *Service) deleteRows(ctx context.Context, rng domain.TargetRange) error {
+	if err := s.targets.Delete(ctx, rng); err != nil {
+		return err
+	}
+	return s.persisted.Delete(ctx, rng)
 }
 
 // Get returns run id, with its progress and, when finished, its report
@@ -406,7 +456,7 @@ func (s *Service) Cancel(ctx context.Context, id string) (domain.Run, error) {
 	// A run still creating has uncommitted targets: Start deletes them
 	// when it finds the run cancelled after its commit.
 	if rec.Run.Status != domain.StatusCreating {
-		if err := s.store.DeleteRunRows(ctx, rec.Targets); err != nil {
+		if err := s.deleteRows(ctx, rec.Targets); err != nil {
 			return domain.Run{}, err
 		}
 	}

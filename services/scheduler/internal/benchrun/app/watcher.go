@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/notiflow/notiflow/services/scheduler/internal/benchrun/adapters"
+	schedulerapp "github.com/notiflow/notiflow/services/scheduler/internal/app"
 	"github.com/notiflow/notiflow/services/scheduler/internal/benchrun/domain"
 )
 
@@ -141,14 +141,13 @@ func (w *watcher) step(ctx context.Context) bool {
 func (w *watcher) sample(ctx context.Context, now time.Time) {
 	id := w.rec.Run.ID
 	before := w.prog
-	c, err := w.s.store.SampleCounts(ctx, w.rec.Targets, w.outboxFinal)
-	if err != nil {
-		w.warn("sample counts", err)
+	if !w.outboxFinal {
+		w.sampleOutbox(ctx, now)
+	}
+	if n, err := w.s.persisted.Count(ctx, w.rec.Targets); err != nil {
+		w.warn("count persisted rows", err)
 	} else {
-		if !w.outboxFinal {
-			w.applyOutbox(c, now)
-		}
-		w.prog.Persisted = c.Persisted
+		w.prog.Persisted = n
 	}
 	if w.rec.Run.Params.Channel == domain.ChannelSim {
 		if n, err := w.s.sends.Distinct(ctx, id); err != nil {
@@ -169,9 +168,9 @@ func (w *watcher) sample(ctx context.Context, now time.Time) {
 
 // sampleOutbox samples the outbox counts alone.
 func (w *watcher) sampleOutbox(ctx context.Context, now time.Time) {
-	c, err := w.s.store.SampleCounts(ctx, w.rec.Targets, false)
+	c, err := w.s.targets.SampleOutbox(ctx, w.rec.Targets)
 	if err != nil {
-		w.warn("sample counts", err)
+		w.warn("sample outbox counts", err)
 		return
 	}
 	w.applyOutbox(c, now)
@@ -179,11 +178,11 @@ func (w *watcher) sampleOutbox(ctx context.Context, now time.Time) {
 
 // applyOutbox takes the outbox counts of a sample at now and notes when
 // every eligible row is published (then the outbox counts are final).
-func (w *watcher) applyOutbox(c adapters.Counts, now time.Time) {
+func (w *watcher) applyOutbox(c schedulerapp.RunOutbox, now time.Time) {
 	if c.Published > w.prog.Published {
 		w.lastPublishIncrease = now
 	}
-	w.prog.OutboxRows, w.prog.Published = c.OutboxRows, c.Published
+	w.prog.OutboxRows, w.prog.Published = c.Rows, c.Published
 	if w.claimedAt.IsZero() && w.prog.OutboxRows >= w.eligible() {
 		w.claimedAt, w.claimedWindow = now, w.prevSample
 	}
@@ -199,7 +198,11 @@ func (w *watcher) applyOutbox(c adapters.Counts, now time.Time) {
 // report reads the pipeline's data and computes the report.
 func (w *watcher) report(ctx context.Context) (*domain.Report, error) {
 	id := w.rec.Run.ID
-	outbox, lastOutbox, rows, err := w.s.store.ReportData(ctx, w.rec.Targets)
+	outbox, lastOutbox, err := w.s.targets.OutboxReport(ctx, w.rec.Targets)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := w.s.persisted.Rows(ctx, w.rec.Targets)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 // Package benchtest helps the benchmark tests play the services the
-// scheduler observes: it creates the sink's notifications table and writes
-// rows and simulated-send counts the way the sink and the dispatcher do.
+// scheduler observes: it creates the sink's notifications table (with the
+// sink's migrations) and writes rows and simulated-send counts the way the
+// sink and the dispatcher do.
 // Test code only.
 package benchtest
 
@@ -13,39 +14,16 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/notiflow/notiflow/lib/simsend"
+	"github.com/notiflow/notiflow/services/sink/notifications"
 )
 
-// NotificationsDDL is the sink's notifications table (as versions 1 and 2
-// of services/sink/internal/adapters/migrations.go leave it), which the
-// benchmark reads; keep it in step with the sink.
-const NotificationsDDL = `CREATE TABLE IF NOT EXISTS notifications (
-	notification_id VARCHAR(64) CHARACTER SET ascii NOT NULL,
-	target_id       BIGINT UNSIGNED NOT NULL,
-	occurrence_at   DATETIME(6)  NOT NULL,
-	recipient_id    VARCHAR(191) NOT NULL,
-	sequence        BIGINT UNSIGNED NOT NULL,
-	channel         VARCHAR(16)  NOT NULL,
-	template_id     VARCHAR(191) NOT NULL,
-	status          VARCHAR(16)  NOT NULL,
-	attempts        INT UNSIGNED NOT NULL,
-	provider_code   INT          NOT NULL,
-	error           VARCHAR(1024) NOT NULL,
-	body            TEXT         NOT NULL,
-	run_id          VARCHAR(64)  NULL,
-	due_at          DATETIME(6)  NOT NULL,
-	dispatched_at   DATETIME(6)  NOT NULL,
-	persisted_at    DATETIME(6)  NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
-	duplicates      INT UNSIGNED NOT NULL DEFAULT 0,
-	from_duplicate  TINYINT(1)   NOT NULL DEFAULT 0,
-	PRIMARY KEY (target_id, occurrence_at),
-	UNIQUE KEY uq_notifications_notification (notification_id),
-	KEY idx_notifications_recipient (recipient_id, dispatched_at DESC)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`
-
-// CreateSinkTable creates the notifications table in db.
+// CreateSinkTable creates the sink's notifications table in db with the
+// sink's own migrations (package notifications, the table's one owner).
 func CreateSinkTable(tb testing.TB, db *sql.DB) {
 	tb.Helper()
-	if _, err := db.Exec(NotificationsDDL); err != nil {
+	if err := notifications.Migrate(context.Background(), db); err != nil {
 		tb.Fatalf("create notifications table: %v", err)
 	}
 }
@@ -90,13 +68,8 @@ func InsertRows(ctx context.Context, db *sql.DB, rows []Row) error {
 	return nil
 }
 
-// SimSendsKey is the dispatcher's hash of simulated sends of run runID
-// under prefix (services/dispatcher/internal/adapters.SimSendsKey).
-func SimSendsKey(prefix, runID string) string { return prefix + "sim:sends:" + runID }
-
 // RecordSend counts one simulated send of (target, occurrence) the way the
-// dispatcher's simulated provider does.
+// dispatcher's simulated provider does (lib/simsend's key and field).
 func RecordSend(ctx context.Context, rdb redis.UniversalClient, prefix, runID string, target uint64, occurrence time.Time) error {
-	field := fmt.Sprintf("%d:%d", target, occurrence.UnixMicro())
-	return rdb.HIncrBy(ctx, SimSendsKey(prefix, runID), field, 1).Err()
+	return rdb.HIncrBy(ctx, simsend.Key(prefix, runID), simsend.Field(target, occurrence.UnixMicro()), 1).Err()
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/notiflow/notiflow/lib/benchreport"
+	schedulerdomain "github.com/notiflow/notiflow/services/scheduler/internal/domain"
 )
 
 // Status is where a run is in its life.
@@ -139,15 +140,10 @@ var (
 	ErrBusy = errors.New("another benchmark run is in progress")
 )
 
-// TargetRange locates a run's targets: they all carry RunID and have ids
-// in MinID..MaxID. Exclusive says that no other target has an id in the
-// range, so the range alone selects the run's outbox rows (an index range
-// scan) without reading each row's run_id.
-type TargetRange struct {
-	RunID        string
-	MinID, MaxID uint64
-	Exclusive    bool
-}
+// TargetRange locates a run's targets (the scheduler's definition: ids
+// MinID..MaxID of run RunID, Exclusive when no other target has an id in
+// the range).
+type TargetRange = schedulerdomain.TargetRange
 
 // Record is a stored run with what only the service needs: the replica
 // watching it and where its targets are.

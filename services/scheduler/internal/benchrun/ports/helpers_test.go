@@ -31,6 +31,7 @@ import (
 	"github.com/notiflow/notiflow/services/scheduler/internal/benchrun/benchtest"
 	"github.com/notiflow/notiflow/services/scheduler/internal/benchrun/domain"
 	"github.com/notiflow/notiflow/services/scheduler/internal/benchrun/ports"
+	schedulerdomain "github.com/notiflow/notiflow/services/scheduler/internal/domain"
 )
 
 const token = "bench-test-token-0123456789"
@@ -65,9 +66,15 @@ type env struct {
 func (e *env) newService(t *testing.T, owner string) *app.Service {
 	kc := &kafka.Client{Addr: kafka.TCP(e.brokers...), Timeout: 5 * time.Second}
 	o := e.opts
-	return app.NewService(adapters.NewStore(e.db.DB()), adapters.NewSimSends(e.rdb, e.prefix),
-		adapters.NewLag(kc, adapters.GroupTopic{Group: e.dispatcherGroup, Topic: e.topicDue},
+	targets := schedulerapp.NewTargets(e.db, schedulerdomain.Limits{}, 10000, nil)
+	return app.NewService(app.Deps{
+		Runs:      adapters.NewStore(e.db.DB()),
+		Targets:   schedulerapp.NewRuns(targets, e.db),
+		Persisted: adapters.NewPersisted(e.db.DB()),
+		Sends:     adapters.NewSimSends(e.rdb, e.prefix),
+		Lag: adapters.NewLag(kc, adapters.GroupTopic{Group: e.dispatcherGroup, Topic: e.topicDue},
 			adapters.GroupTopic{Group: e.sinkGroup, Topic: e.topicDispatched}),
+	},
 		app.Options{Lead: o.lead, Stall: o.stall, Sample: o.sample, MaxNotifications: o.max, Owner: owner,
 			StaleAfter: o.staleAfter, ReapEvery: o.reapEvery}, testLogger(t))
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/notiflow/notiflow/services/scheduler/internal/benchrun/benchtest"
+	"github.com/notiflow/notiflow/lib/simsend"
 	"github.com/notiflow/notiflow/services/scheduler/internal/benchrun/domain"
 )
 
@@ -102,7 +102,7 @@ func TestRunEndToEnd(t *testing.T) {
 	var targets, notes int64
 	_ = e.db.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM notification_targets WHERE run_id = ?`, run.ID).Scan(&targets)
 	_ = e.db.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM notifications WHERE run_id = ?`, run.ID).Scan(&notes)
-	if n, _ := e.rdb.Exists(ctx, benchtest.SimSendsKey(e.prefix, run.ID)).Result(); targets != 0 || notes != 0 || n != 0 {
+	if n, _ := e.rdb.Exists(ctx, simsend.Key(e.prefix, run.ID)).Result(); targets != 0 || notes != 0 || n != 0 {
 		t.Fatalf("after DELETE: %d targets, %d notifications, sends hash exists %d", targets, notes, n)
 	}
 }
