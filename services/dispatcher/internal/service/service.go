@@ -142,7 +142,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 		WriteTimeout: cfg.Kafka.WriteTimeout, MaxMessageBytes: cfg.Kafka.MaxMessageBytes,
 		// kafka-go allocates room for BatchSize messages for every batch;
 		// results arrive one by one and a partition's batch rarely holds
-		// more than a few dozen, so the default of 1000 made the writer the
+		// more than a few dozen, so the default of 1000 would make the writer the
 		// largest allocator (and a fuller batch is simply followed by the
 		// next one).
 		BatchSize: resultBatchSize,

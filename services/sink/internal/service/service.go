@@ -29,7 +29,7 @@ import (
 // statement arguments) but keeps little alive (~15 MiB), so Go's default
 // of 100 collects every few MiB; 400 measured 20-25% less sink CPU (3.0 ->
 // 2.3 s per 100k rows) and 13% more rows/s on 2 cores, for about 30 MiB
-// more RSS (README.md, Benchmarks).
+// more RSS (bench/README.md, sink).
 const gcPercent = 400
 
 // GCPercent is the garbage-collection target main applies unless GOGC is
