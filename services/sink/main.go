@@ -1,6 +1,7 @@
 // Command sink is notiflow's sink: it consumes dispatch results from
 // notify.dispatched.v1 and persists them in MySQL's notifications table in
-// batches, committing offsets only once the rows are durable.
+// batches, committing offsets only once the rows are durable, and serves
+// that table's read API (delivery status, in-app inbox).
 // Configuration and design: README.md; wiring: internal/service.
 package main
 

@@ -302,8 +302,11 @@ type NotificationDispatched struct {
 	// ever sees the duplicate (the first result was lost in a crash) still
 	// records what really happened.
 	OriginalStatus Status `protobuf:"varint,17,opt,name=original_status,json=originalStatus,proto3,enum=notiflow.v1.Status" json:"original_status,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// template_version identifies the text of the template the body was
+	// rendered with (a content hash; empty when no template was rendered).
+	TemplateVersion string `protobuf:"bytes,18,opt,name=template_version,json=templateVersion,proto3" json:"template_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *NotificationDispatched) Reset() {
@@ -455,6 +458,13 @@ func (x *NotificationDispatched) GetOriginalStatus() Status {
 	return Status_STATUS_UNSPECIFIED
 }
 
+func (x *NotificationDispatched) GetTemplateVersion() string {
+	if x != nil {
+		return x.TemplateVersion
+	}
+	return ""
+}
+
 var File_notiflow_v1_notification_proto protoreflect.FileDescriptor
 
 const file_notiflow_v1_notification_proto_rawDesc = "" +
@@ -476,7 +486,7 @@ const file_notiflow_v1_notification_proto_rawDesc = "" +
 	"\bsequence\x18\n" +
 	" \x01(\x04R\bsequence\x12\x15\n" +
 	"\x06run_id\x18\v \x01(\tR\x05runId\x12\"\n" +
-	"\rcreated_at_us\x18\f \x01(\x03R\vcreatedAtUs\"\xea\x04\n" +
+	"\rcreated_at_us\x18\f \x01(\x03R\vcreatedAtUs\"\x95\x05\n" +
 	"\x16NotificationDispatched\x12'\n" +
 	"\x0fnotification_id\x18\x01 \x01(\tR\x0enotificationId\x12\x1b\n" +
 	"\ttarget_id\x18\x02 \x01(\x04R\btargetId\x12(\n" +
@@ -497,7 +507,8 @@ const file_notiflow_v1_notification_proto_rawDesc = "" +
 	"latency_us\x18\x0e \x01(\x03R\tlatencyUs\x12\x15\n" +
 	"\x06run_id\x18\x0f \x01(\tR\x05runId\x12\x12\n" +
 	"\x04body\x18\x10 \x01(\tR\x04body\x12<\n" +
-	"\x0foriginal_status\x18\x11 \x01(\x0e2\x13.notiflow.v1.StatusR\x0eoriginalStatus*[\n" +
+	"\x0foriginal_status\x18\x11 \x01(\x0e2\x13.notiflow.v1.StatusR\x0eoriginalStatus\x12)\n" +
+	"\x10template_version\x18\x12 \x01(\tR\x0ftemplateVersion*[\n" +
 	"\aChannel\x12\x17\n" +
 	"\x13CHANNEL_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fCHANNEL_WEBHOOK\x10\x01\x12\x11\n" +

@@ -84,6 +84,87 @@ var migrations = []mysqlx.Migration{
 			return nil
 		},
 	},
+	{
+		// The read API (reads.go, inbox.go). Every index serves one read and
+		// nothing else; each costs the sink's inserts write throughput
+		// (README.md, Benchmarks):
+		//   - the primary key (target_id, occurrence_at) serves a target's
+		//     notifications, newest first (no new index);
+		//   - idx_notifications_recipient (recipient_id, occurrence_at)
+		//     replaces (recipient_id, dispatched_at DESC), which no read
+		//     used: a recipient's notifications, newest first;
+		//   - idx_notifications_inbox (recipient_id, channel, persisted_at):
+		//     a recipient's inbox in arrival order, so that "read up to"
+		//     never covers a later arrival.
+		// template_version is the content hash of the template the
+		// dispatcher rendered ('' when unknown); read_at is when an inbox
+		// row was marked read (NULL: unread). inbox_unread keeps each
+		// recipient's unread inbox count, maintained by triggers on every
+		// insert, update and delete of a row, so that counting is one
+		// primary-key read and no writer can forget it.
+		Version: 3,
+		Name:    "read API: template version, inbox read state, read indexes",
+		Then:    readAPISchema,
+	},
+}
+
+// readAPIStmts are migration 3's statements after its ALTER; each is
+// idempotent (IF NOT EXISTS). A trigger body
+// is one compound statement, valid in MySQL 8.4 and MariaDB 10.11.
+var readAPIStmts = []string{
+	`CREATE TABLE IF NOT EXISTS inbox_unread (
+		recipient_id VARCHAR(191) NOT NULL,
+		unread       BIGINT NOT NULL,
+		PRIMARY KEY (recipient_id)
+	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
+	`CREATE TRIGGER IF NOT EXISTS notifications_inbox_insert AFTER INSERT ON notifications FOR EACH ROW
+		IF NEW.channel = 'inbox' AND NEW.read_at IS NULL THEN
+			INSERT INTO inbox_unread (recipient_id, unread) VALUES (NEW.recipient_id, 1)
+				ON DUPLICATE KEY UPDATE unread = unread + 1;
+		END IF`,
+	`CREATE TRIGGER IF NOT EXISTS notifications_inbox_update AFTER UPDATE ON notifications FOR EACH ROW
+		IF NEW.channel = 'inbox' AND (OLD.read_at IS NULL) <> (NEW.read_at IS NULL) THEN
+			UPDATE inbox_unread SET unread = unread + IF(NEW.read_at IS NULL, 1, -1)
+				WHERE recipient_id = NEW.recipient_id;
+		END IF`,
+	`CREATE TRIGGER IF NOT EXISTS notifications_inbox_delete AFTER DELETE ON notifications FOR EACH ROW
+		IF OLD.channel = 'inbox' AND OLD.read_at IS NULL THEN
+			UPDATE inbox_unread SET unread = unread - 1 WHERE recipient_id = OLD.recipient_id;
+		END IF`,
+}
+
+// readAPISchema is migration 3: the ALTER (one statement, atomic in
+// InnoDB; skipped once read_at exists), then readAPIStmts, then on the
+// first run the unread counts of the rows already stored.
+func readAPISchema(ctx context.Context, conn *sql.Conn) error {
+	var n int
+	if err := conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.columns
+		WHERE table_schema = DATABASE() AND table_name = 'notifications' AND column_name = 'read_at'`).Scan(&n); err != nil {
+		return fmt.Errorf("look for notifications.read_at: %w", err)
+	}
+	if n == 0 {
+		if _, err := conn.ExecContext(ctx, `ALTER TABLE notifications
+			ADD COLUMN template_version VARCHAR(64) CHARACTER SET ascii NOT NULL DEFAULT '',
+			ADD COLUMN read_at DATETIME(6) NULL,
+			DROP INDEX idx_notifications_recipient,
+			ADD INDEX idx_notifications_recipient (recipient_id, occurrence_at),
+			ADD INDEX idx_notifications_inbox (recipient_id, channel, persisted_at)`); err != nil {
+			return fmt.Errorf("add the read columns and indexes to notifications: %w", err)
+		}
+	}
+	for _, stmt := range readAPIStmts {
+		if _, err := conn.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("create the inbox unread counter: %w", err)
+		}
+	}
+	if n == 0 { // first run: count the inbox rows stored before the triggers
+		if _, err := conn.ExecContext(ctx, `INSERT INTO inbox_unread (recipient_id, unread)
+			SELECT recipient_id, COUNT(*) FROM notifications WHERE channel = 'inbox' AND read_at IS NULL GROUP BY recipient_id
+			ON DUPLICATE KEY UPDATE unread = VALUES(unread)`); err != nil {
+			return fmt.Errorf("count the stored unread inbox rows: %w", err)
+		}
+	}
+	return nil
 }
 
 // Migrations returns the sink's schema versions in order (a copy: callers

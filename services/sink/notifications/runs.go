@@ -17,6 +17,14 @@ const errNoSuchTable = 1146
 // deleteChunk is the most rows one DELETE removes.
 const deleteChunk = 10000
 
+// errDeadlock is InnoDB's deadlock error: the statement was rolled back.
+const errDeadlock = 1213
+
+func isDeadlock(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == errDeadlock
+}
+
 func noTable(err error) bool {
 	var me *mysql.MySQLError
 	return errors.As(err, &me) && me.Number == errNoSuchTable

@@ -46,9 +46,11 @@ type Sender interface {
 	Send(ctx context.Context, due *notiflowv1.NotificationDue, body string) (domain.Outcome, error)
 }
 
-// Renderer renders a template with JSON params.
+// Renderer renders a template with JSON params; Version names the text
+// of template id ("" when unknown), recorded with each result.
 type Renderer interface {
 	Render(id string, params []byte) (string, error)
+	Version(id string) string
 }
 
 // Publisher publishes a result and returns once it is durable.
@@ -233,7 +235,7 @@ func (d *Dispatcher) Handle(ctx context.Context, rec *consume.Record[*notiflowv1
 		RecipientId: due.RecipientId, Sequence: due.Sequence, Channel: due.Channel, TemplateId: due.TemplateId,
 		Status: out.Status, Attempts: out.Attempts, ProviderCode: out.ProviderCode, Error: out.Err,
 		DueAtUs: due.DueAtUs, DispatchedAtUs: now.UnixMicro(), RunId: due.RunId, Body: out.Body,
-		OriginalStatus: out.OriginalStatus,
+		OriginalStatus: out.OriginalStatus, TemplateVersion: d.render.Version(due.TemplateId),
 	}
 	if due.DueAtUs > 0 {
 		res.LatencyUs = max(res.DispatchedAtUs-due.DueAtUs, 0)

@@ -2,7 +2,9 @@ package domain
 
 import (
 	"bytes"
+	"crypto/sha256"
 	_ "embed"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,6 +33,8 @@ type Templates struct {
 
 type compiled struct {
 	t *template.Template
+	// version is a content hash of the template's text (Version).
+	version string
 	// static is set when the template has no actions: rendering it needs
 	// no params, so the params JSON is not even decoded.
 	static   bool
@@ -83,7 +87,8 @@ func NewTemplates(extra map[string]string) (*Templates, error) {
 		if err != nil {
 			return nil, fmt.Errorf("template %q: %w", id, err)
 		}
-		c := &compiled{t: tpl}
+		sum := sha256.Sum256([]byte(texts[id]))
+		c := &compiled{t: tpl, version: hex.EncodeToString(sum[:8])}
 		if s, ok := constantText(tpl); ok {
 			c.static, c.constant = true, s
 		} else {
@@ -144,6 +149,17 @@ func simpleParts(tpl *template.Template) []part {
 		}
 	}
 	return parts
+}
+
+// Version returns the version of template id: the first 8 bytes of the
+// SHA-256 of its text, in hex (16 characters), so that an edited template
+// gets a new version and the same text the same version on every replica;
+// "" for an unknown id.
+func (t *Templates) Version(id string) string {
+	if c, ok := t.set[id]; ok {
+		return c.version
+	}
+	return ""
 }
 
 // IDs returns the known template ids, sorted.

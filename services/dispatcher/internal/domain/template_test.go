@@ -18,6 +18,26 @@ func TestBuiltinTemplatesParse(t *testing.T) {
 	}
 }
 
+func TestVersionFollowsTheText(t *testing.T) {
+	t.Parallel()
+	a, err := NewTemplates(map[string]string{"x": "Hi {{.name}}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewTemplates(map[string]string{"x": "Hello {{.name}}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _ := NewTemplates(map[string]string{"x": "Hi {{.name}}"})
+	if v := a.Version("x"); len(v) != 16 || v == b.Version("x") || v != again.Version("x") {
+		t.Fatalf("versions %q (edited: %q, same text again: %q): want 16 hex digits, new on an edit, equal for the same text",
+			v, b.Version("x"), again.Version("x"))
+	}
+	if v := a.Version("nope"); v != "" {
+		t.Fatalf("version of an unknown template %q, want none", v)
+	}
+}
+
 func TestRender(t *testing.T) {
 	t.Parallel()
 	tpls, err := NewTemplates(map[string]string{

@@ -2,6 +2,8 @@ package service
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"sync"
@@ -13,6 +15,7 @@ import (
 	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
 	"github.com/notiflow/notiflow/services/dispatcher/internal/config"
 	"github.com/notiflow/notiflow/services/dispatcher/internal/dispatchtest"
+	"github.com/notiflow/notiflow/services/dispatcher/internal/domain"
 )
 
 const (
@@ -96,6 +99,12 @@ func TestSameEventTwiceIsSentOnce(t *testing.T) {
 	if rs[0].Body != "Welcome to notiflow, Alice!" {
 		t.Fatalf("body %q", rs[0].Body)
 	}
+	sum := sha256.Sum256([]byte(domain.BuiltinTemplates()["welcome"]))
+	for _, r := range rs {
+		if want := hex.EncodeToString(sum[:8]); r.TemplateVersion != want {
+			t.Fatalf("template version %q, want %q (the hash of the text rendered)", r.TemplateVersion, want)
+		}
+	}
 	if n := len(rcv.Calls()); n != 1 {
 		t.Fatalf("receiver got %d calls, want 1", n)
 	}
@@ -142,6 +151,9 @@ func TestUnknownTemplateFailsToDLQ(t *testing.T) {
 	rs := e.waitResults(t, 1, 60*time.Second)
 	if rs[0].Status != failedSt || !contains(rs[0].Error, `unknown template "no-such-template"`) {
 		t.Fatalf("result %s %q; want failed with the reason", rs[0].Status, rs[0].Error)
+	}
+	if rs[0].TemplateVersion != "" {
+		t.Fatalf("template version %q of an unknown template, want none", rs[0].TemplateVersion)
 	}
 	dl := e.dlq.WaitLen(t, 1, 30*time.Second)
 	if got := header(dl[0].Headers, kafkax.HeaderDLQError); !contains(got, "unknown template") {

@@ -16,9 +16,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/notiflow/notiflow/lib/httpapi"
 	"github.com/notiflow/notiflow/services/scheduler/internal/app"
 	"github.com/notiflow/notiflow/services/scheduler/internal/domain"
-	"github.com/notiflow/notiflow/services/scheduler/internal/jsonhttp"
 )
 
 //go:embed openapi.yaml
@@ -58,12 +58,12 @@ type ParkedLister interface {
 type API struct {
 	targets *app.Targets
 	opts    Options
-	guard   *jsonhttp.Guard
+	guard   *httpapi.Guard
 }
 
 // NewAPI returns the API over the targets service.
 func NewAPI(targets *app.Targets, opts Options, log *slog.Logger) *API {
-	return &API{targets: targets, opts: opts, guard: jsonhttp.NewGuard(opts.Token, apiError, log, "api request failed")}
+	return &API{targets: targets, opts: opts, guard: httpapi.NewGuard(opts.Token, apiError, log, "api request failed")}
 }
 
 // Register adds the API's routes to mux (a Go 1.22 pattern mux, e.g. the
@@ -87,12 +87,12 @@ func (a *API) Register(mux *http.ServeMux) {
 }
 
 var (
-	badRequest = jsonhttp.BadRequest
-	writeJSON  = jsonhttp.WriteJSON
+	badRequest = httpapi.BadRequest
+	writeJSON  = httpapi.WriteJSON
 )
 
 // apiError maps the targets service's errors to the status and message
-// the client sees (a jsonhttp.ErrorMap).
+// the client sees (a httpapi.ErrorMap).
 func apiError(err error) (int, string, bool) {
 	var (
 		ve *domain.ValidationError
@@ -196,9 +196,9 @@ type listResponse struct {
 }
 
 // decode reads one JSON value of at most limit bytes into v (see
-// jsonhttp.Decode).
+// httpapi.Decode).
 func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
-	return jsonhttp.Decode(w, r, limit, v, jsonhttp.Hints{})
+	return httpapi.Decode(w, r, limit, v, httpapi.Hints{})
 }
 
 func (a *API) create(w http.ResponseWriter, r *http.Request) error {

@@ -378,7 +378,9 @@ func TestOpenAPIDocument(t *testing.T) {
 	if r.code != 200 || !bytes.HasPrefix(r.body, []byte("openapi: 3.")) {
 		t.Fatalf("openapi.yaml: %d %.40s", r.code, r.body)
 	}
-	for _, p := range []string{"/v1/targets:", "/v1/targets:bulk:", "/v1/targets/{id}:", "/v1/targets/{id}/pause:", "/v1/targets/{id}/resume:", "bearer"} {
+	for _, p := range []string{"/v1/targets:", "/v1/targets:bulk:", "/v1/targets/{id}:", "/v1/targets/{id}/pause:", "/v1/targets/{id}/resume:", "bearer",
+		"/v1/notifications:", "/v1/notifications/{notification_id}:", "/v1/recipients/{recipient_id}/inbox:",
+		"/v1/recipients/{recipient_id}/inbox/unread_count:", "/v1/recipients/{recipient_id}/inbox/read:"} {
 		if !bytes.Contains(r.body, []byte(p)) {
 			t.Errorf("openapi.yaml does not document %s", p)
 		}

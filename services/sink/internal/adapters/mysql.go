@@ -166,10 +166,10 @@ func isDuplicateKey(err error) bool {
 }
 
 // upsertColumns is the number of values per row (AppendArgs).
-const upsertColumns = 17
+const upsertColumns = 18
 
 const insertPrefix = `INSERT INTO notifications (notification_id, target_id, occurrence_at, recipient_id, sequence, channel,
- template_id, status, attempts, provider_code, error, body, run_id, due_at, dispatched_at, duplicates, from_duplicate) VALUES `
+ template_id, status, attempts, provider_code, error, body, run_id, due_at, dispatched_at, duplicates, from_duplicate, template_version) VALUES `
 
 // newerOrFirstReal is the condition under which an incoming row replaces
 // the stored outcome: it is a real result (not only duplicates) and the
@@ -189,6 +189,7 @@ const upsertSuffix = ` ON DUPLICATE KEY UPDATE
  provider_code = IF(` + newerOrFirstReal + `, VALUES(provider_code), provider_code),
  error = IF(` + newerOrFirstReal + `, VALUES(error), error),
  body = IF(` + newerOrFirstReal + `, VALUES(body), body),
+ template_version = IF(` + newerOrFirstReal + `, VALUES(template_version), template_version),
  duplicates = duplicates + VALUES(duplicates),
  dispatched_at = IF(` + newerOrFirstReal + `, VALUES(dispatched_at), dispatched_at),
  from_duplicate = IF(VALUES(from_duplicate) = 0, 0, from_duplicate)`
@@ -196,7 +197,7 @@ const upsertSuffix = ` ON DUPLICATE KEY UPDATE
 // UpsertSQL returns the merging statement for n rows; its arguments are
 // AppendArgs of each row in order. Exported for the raw-SQL benchmark.
 func UpsertSQL(n int) string {
-	const tuple = "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+	const tuple = "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 	var b strings.Builder
 	b.Grow(len(insertPrefix) + n*(len(tuple)+1) + len(upsertSuffix))
 	b.WriteString(insertPrefix)
@@ -226,7 +227,7 @@ func AppendArgs(args []any, r *domain.Row) []any {
 	return append(args,
 		r.NotificationID, u64(r.TargetID), r.OccurrenceAt.UTC(), r.RecipientID, u64(r.Sequence), r.Channel,
 		r.TemplateID, string(r.Status), int64(r.Attempts), int64(r.ProviderCode), r.Error, r.Body, runID,
-		r.DueAt.UTC(), r.DispatchedAt.UTC(), int64(r.Duplicates), fromDup)
+		r.DueAt.UTC(), r.DispatchedAt.UTC(), int64(r.Duplicates), fromDup, r.TemplateVersion)
 }
 
 // u64 passes v as int64 when it fits (the fast path), else as uint64.

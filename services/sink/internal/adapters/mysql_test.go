@@ -55,7 +55,7 @@ func result(id string, st domain.Status, at int) *domain.Result {
 		NotificationID: id, TargetID: h.Sum64() >> 1, OccurrenceAt: base, RecipientID: "rcp-" + id, Sequence: 3,
 		Channel: "sim", TemplateID: "tpl", Status: st, Attempts: uint32(at), ProviderCode: int32(200 + at),
 		Error: fmt.Sprintf("e%d", at), Body: fmt.Sprintf("body %d", at), RunID: "run1",
-		DueAt: base, DispatchedAt: base.Add(time.Duration(at) * time.Millisecond),
+		DueAt: base, DispatchedAt: base.Add(time.Duration(at) * time.Millisecond), TemplateVersion: fmt.Sprintf("v%d", at),
 	}
 }
 
@@ -68,11 +68,12 @@ type stored struct {
 	dispatchedAt time.Time
 	duplicates   int
 	fromDup      bool
+	tplVersion   string
 }
 
 func readRows(t *testing.T, db *sql.DB) map[string]stored {
 	t.Helper()
-	rows, err := db.Query(`SELECT notification_id, status, attempts, provider_code, error, body, dispatched_at, duplicates, from_duplicate FROM notifications`)
+	rows, err := db.Query(`SELECT notification_id, status, attempts, provider_code, error, body, dispatched_at, duplicates, from_duplicate, template_version FROM notifications`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +82,7 @@ func readRows(t *testing.T, db *sql.DB) map[string]stored {
 	for rows.Next() {
 		var id string
 		var s stored
-		if err := rows.Scan(&id, &s.status, &s.attempts, &s.providerCode, &s.errText, &s.body, &s.dispatchedAt, &s.duplicates, &s.fromDup); err != nil {
+		if err := rows.Scan(&id, &s.status, &s.attempts, &s.providerCode, &s.errText, &s.body, &s.dispatchedAt, &s.duplicates, &s.fromDup, &s.tplVersion); err != nil {
 			t.Fatal(err)
 		}
 		out[id] = s
@@ -93,7 +94,7 @@ func readRows(t *testing.T, db *sql.DB) map[string]stored {
 }
 
 func toStored(r domain.Row) stored {
-	return stored{string(r.Status), r.Attempts, r.ProviderCode, r.Error, r.Body, r.DispatchedAt, r.Duplicates, r.Provisional}
+	return stored{string(r.Status), r.Attempts, r.ProviderCode, r.Error, r.Body, r.DispatchedAt, r.Duplicates, r.Provisional, r.TemplateVersion}
 }
 
 // TestUpsertAppliesMerge is the contract between the SQL upsert and
@@ -191,8 +192,9 @@ func TestUpsertMissingTableIsTransient(t *testing.T) {
 }
 
 // TestMigrateUpgradesVersion1 upgrades a table made by version 1 with rows
-// in it: the rows stay, the table is keyed by occurrence, and running the
-// migration again changes nothing.
+// in it: the rows stay, the table is keyed by occurrence, the stored
+// unread inbox rows are counted, and running the migration again changes
+// nothing.
 func TestMigrateUpgradesVersion1(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -205,9 +207,15 @@ func TestMigrateUpgradesVersion1(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows := domain.Collapse([]*domain.Result{result("a", domain.StatusDelivered, 1), result("b", domain.StatusFailed, 2)})
-	args := AppendArgs(AppendArgs(nil, &rows[0]), &rows[1])
-	if _, err := s.DB().ExecContext(ctx, UpsertSQL(2), args...); err != nil {
-		t.Fatal(err)
+	rows[1].Channel = "inbox" // counted unread by version 3
+	for i := range rows {
+		rows[i].TemplateVersion = "" // no such column before version 3
+		args := AppendArgs(nil, &rows[i])
+		if _, err := s.DB().ExecContext(ctx, `INSERT INTO notifications (notification_id, target_id, occurrence_at, recipient_id,
+			sequence, channel, template_id, status, attempts, provider_code, error, body, run_id, due_at, dispatched_at, duplicates,
+			from_duplicate) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, args[:len(args)-1]...); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for range 2 {
 		if err := s.Migrate(ctx); err != nil {
@@ -225,6 +233,10 @@ func TestMigrateUpgradesVersion1(t *testing.T) {
 	got := readRows(t, s.DB())
 	if len(got) != len(rows) {
 		t.Fatalf("%d rows after the upgrade, want %d", len(got), len(rows))
+	}
+	var unread int
+	if err := s.DB().QueryRowContext(ctx, `SELECT unread FROM inbox_unread WHERE recipient_id = ?`, rows[1].RecipientID).Scan(&unread); err != nil || unread != 1 {
+		t.Fatalf("unread inbox count after the upgrade %d, %v; want the stored inbox row counted once", unread, err)
 	}
 	for _, r := range rows {
 		if got[r.NotificationID] != toStored(r) {

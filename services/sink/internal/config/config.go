@@ -6,6 +6,7 @@ package config
 import (
 	"errors"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -19,7 +20,11 @@ import (
 // (LoadChecked in main), which validates it.
 type Config struct {
 	HTTPAddr string `env:"NOTIFLOW_HTTP_ADDR" default:":8082"`
-	LogLevel string `env:"NOTIFLOW_LOG_LEVEL" default:"info"`
+	// APIToken is the bearer token of the read API (the scheduler's
+	// variable: one token for the whole API). Secret: never logged.
+	APIToken       string `env:"NOTIFLOW_API_TOKEN" secret:"true"`
+	InsecureNoAuth bool   `env:"NOTIFLOW_INSECURE_NO_AUTH" default:"false"`
+	LogLevel       string `env:"NOTIFLOW_LOG_LEVEL" default:"info"`
 	// MySQLDSN holds the password: never logged as is.
 	MySQLDSN string `env:"NOTIFLOW_MYSQL_DSN" secret:"dsn" default:"notiflow:notiflow@tcp(127.0.0.1:3306)/notiflow?parseTime=true&loc=UTC"`
 	Group    string `env:"NOTIFLOW_GROUP" default:"notiflow-sink"`
@@ -56,13 +61,19 @@ func (c Config) Validate() error {
 	if c.HTTPAddr == "" {
 		add("NOTIFLOW_HTTP_ADDR", "must not be empty")
 	}
+	switch {
+	case c.APIToken == "" && !c.InsecureNoAuth:
+		add("NOTIFLOW_API_TOKEN", "is required; set NOTIFLOW_INSECURE_NO_AUTH=true to run the read API without authentication (development only)")
+	case c.APIToken != "" && strings.TrimSpace(c.APIToken) != c.APIToken:
+		add("NOTIFLOW_API_TOKEN", "must not start or end with whitespace")
+	}
 	if _, err := mysql.ParseDSN(c.MySQLDSN); err != nil {
 		add("NOTIFLOW_MYSQL_DSN", "not a valid DSN (user:pass@tcp(host:port)/db?parseTime=true): %v", err)
 	}
 	if c.Group == "" {
 		add("NOTIFLOW_GROUP", "must not be empty")
 	}
-	// 17 placeholders per row; MySQL allows 65535 per statement.
+	// 18 placeholders per row; MySQL allows 65535 per statement.
 	if c.BatchSize < 1 || c.BatchSize > 3000 {
 		add("NOTIFLOW_BATCH_SIZE", "must be between 1 and 3000, got %d", c.BatchSize)
 	}
@@ -103,6 +114,7 @@ func (c Config) Validate() error {
 func (c Config) LogValue() slog.Value {
 	return slog.GroupValue(
 		slog.String("http_addr", c.HTTPAddr),
+		slog.Bool("auth", c.APIToken != ""),
 		slog.Any("http", c.HTTP),
 		slog.String("mysql_dsn", libconfig.RedactDSN(c.MySQLDSN)),
 		slog.String("group", c.Group),

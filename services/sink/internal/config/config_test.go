@@ -16,7 +16,7 @@ func load(env map[string]string) (Config, error) {
 
 func TestDefaultsAreValid(t *testing.T) {
 	t.Parallel()
-	c, err := load(nil)
+	c, err := load(map[string]string{"NOTIFLOW_API_TOKEN": "s3cret"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +24,7 @@ func TestDefaultsAreValid(t *testing.T) {
 		t.Fatalf("defaults invalid: %v", err)
 	}
 	want := Config{
-		HTTPAddr: ":8082", LogLevel: "info", MySQLDSN: "notiflow:notiflow@tcp(127.0.0.1:3306)/notiflow?parseTime=true&loc=UTC",
+		HTTPAddr: ":8082", APIToken: "s3cret", LogLevel: "info", MySQLDSN: "notiflow:notiflow@tcp(127.0.0.1:3306)/notiflow?parseTime=true&loc=UTC",
 		Group: "notiflow-sink", BatchSize: 200, BatchIdle: time.Second, BatchMaxAge: 2 * time.Second, FlushConcurrency: 4,
 		FlushTimeout: 30 * time.Second, RetryBackoffMax: 2 * time.Second, MaxInFlight: 5000, ShutdownTimeout: 20 * time.Second,
 		HTTP: c.HTTP, Kafka: c.Kafka, // lib/obs and lib/kafkax test their own
@@ -40,6 +40,9 @@ func TestValidateNamesTheVariable(t *testing.T) {
 		give map[string]string
 		want string
 	}{
+		{map[string]string{}, "NOTIFLOW_API_TOKEN: is required"},
+		{map[string]string{"NOTIFLOW_API_TOKEN": " x"}, "NOTIFLOW_API_TOKEN: must not start or end with whitespace"},
+		{map[string]string{"NOTIFLOW_INSECURE_NO_AUTH": "true"}, ""},
 		{map[string]string{"NOTIFLOW_BATCH_SIZE": "0"}, "NOTIFLOW_BATCH_SIZE"},
 		{map[string]string{"NOTIFLOW_BATCH_IDLE": "5s", "NOTIFLOW_BATCH_MAX_AGE": "1s"}, "NOTIFLOW_BATCH_MAX_AGE"},
 		{map[string]string{"NOTIFLOW_FLUSH_CONCURRENCY": "0"}, "NOTIFLOW_FLUSH_CONCURRENCY"},
@@ -49,7 +52,10 @@ func TestValidateNamesTheVariable(t *testing.T) {
 		{map[string]string{"NOTIFLOW_GROUP": " "}, ""},
 	}
 	for _, tt := range tests {
-		c, err := load((tt.give))
+		if _, set := tt.give["NOTIFLOW_INSECURE_NO_AUTH"]; !set && !strings.HasPrefix(tt.want, "NOTIFLOW_API_TOKEN") {
+			tt.give["NOTIFLOW_API_TOKEN"] = "s3cret"
+		}
+		c, err := load(tt.give)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,10 +72,10 @@ func TestValidateNamesTheVariable(t *testing.T) {
 	}
 }
 
-func TestLogValueHidesThePassword(t *testing.T) {
+func TestLogValueHidesTheSecrets(t *testing.T) {
 	t.Parallel()
-	c, _ := load((map[string]string{"NOTIFLOW_MYSQL_DSN": "u:s3cret@tcp(db:3306)/x"}))
-	if s := c.LogValue().String(); strings.Contains(s, "s3cret") {
+	c, _ := load(map[string]string{"NOTIFLOW_MYSQL_DSN": "u:s3cret@tcp(db:3306)/x", "NOTIFLOW_API_TOKEN": "t0ken"})
+	if s := c.LogValue().String(); strings.Contains(s, "s3cret") || strings.Contains(s, "t0ken") {
 		t.Fatalf("password logged: %s", s)
 	}
 }

@@ -44,7 +44,9 @@ type Result struct {
 	Sequence       uint64
 	Channel        string
 	TemplateID     string
-	Status         Status
+	// TemplateVersion names the template text the body was rendered with.
+	TemplateVersion string
+	Status          Status
 	// OriginalStatus is set on duplicate results: what the first dispatch
 	// of the notification recorded.
 	OriginalStatus Status
@@ -88,21 +90,22 @@ const (
 // of the batch records folded into it, so that a row the store rejects can
 // be traced back to its records.
 type Row struct {
-	NotificationID string
-	TargetID       uint64
-	OccurrenceAt   time.Time
-	RecipientID    string
-	Sequence       uint64
-	Channel        string
-	TemplateID     string
-	Status         Status
-	Attempts       uint32
-	ProviderCode   int32
-	Error          string
-	Body           string
-	RunID          string
-	DueAt          time.Time
-	DispatchedAt   time.Time
+	NotificationID  string
+	TargetID        uint64
+	OccurrenceAt    time.Time
+	RecipientID     string
+	Sequence        uint64
+	Channel         string
+	TemplateID      string
+	TemplateVersion string
+	Status          Status
+	Attempts        uint32
+	ProviderCode    int32
+	Error           string
+	Body            string
+	RunID           string
+	DueAt           time.Time
+	DispatchedAt    time.Time
 	// Duplicates counts the duplicate results folded into the row.
 	Duplicates int
 	// Provisional is true while the row only reflects duplicate results:
@@ -116,21 +119,22 @@ type Row struct {
 // duplicate result writes its original status and counts itself.
 func RowOf(r *Result) Row {
 	row := Row{
-		NotificationID: r.NotificationID,
-		TargetID:       r.TargetID,
-		OccurrenceAt:   r.OccurrenceAt,
-		RecipientID:    r.RecipientID,
-		Sequence:       r.Sequence,
-		Channel:        r.Channel,
-		TemplateID:     r.TemplateID,
-		Status:         r.Status,
-		Attempts:       r.Attempts,
-		ProviderCode:   r.ProviderCode,
-		Error:          truncateRunes(r.Error, MaxErrorRunes),
-		Body:           r.Body,
-		RunID:          r.RunID,
-		DueAt:          r.DueAt,
-		DispatchedAt:   r.DispatchedAt,
+		NotificationID:  r.NotificationID,
+		TargetID:        r.TargetID,
+		OccurrenceAt:    r.OccurrenceAt,
+		RecipientID:     r.RecipientID,
+		Sequence:        r.Sequence,
+		Channel:         r.Channel,
+		TemplateID:      r.TemplateID,
+		TemplateVersion: r.TemplateVersion,
+		Status:          r.Status,
+		Attempts:        r.Attempts,
+		ProviderCode:    r.ProviderCode,
+		Error:           truncateRunes(r.Error, MaxErrorRunes),
+		Body:            r.Body,
+		RunID:           r.RunID,
+		DueAt:           r.DueAt,
+		DispatchedAt:    r.DispatchedAt,
 	}
 	if r.Status == StatusDuplicate {
 		row.Status = r.OriginalStatus
@@ -169,6 +173,7 @@ func Merge(stored, incoming Row) Row {
 		out.ProviderCode = incoming.ProviderCode
 		out.Error = incoming.Error
 		out.Body = incoming.Body
+		out.TemplateVersion = incoming.TemplateVersion
 		out.DispatchedAt = incoming.DispatchedAt
 		out.Provisional = false
 	}

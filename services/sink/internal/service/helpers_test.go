@@ -68,6 +68,9 @@ func newEnv(tb testing.TB, partitions int) *env {
 	return e
 }
 
+// testToken is the read API's bearer token in the tests.
+const testToken = "test-token-not-a-secret"
+
 // config returns the sink configuration of the test: its topics, database
 // and group, a random HTTP port, the defaults elsewhere.
 func (e *env) config(tb testing.TB) config.Config {
@@ -85,6 +88,7 @@ func (e *env) config(tb testing.TB) config.Config {
 	cfg.Kafka.TopicDLQ = e.dlqTopic
 	cfg.ShutdownTimeout = 10 * time.Second
 	cfg.RetryBackoffMax = 500 * time.Millisecond
+	cfg.APIToken = testToken
 	return cfg
 }
 
@@ -94,6 +98,7 @@ func envVars(cfg config.Config) []string {
 		"NOTIFLOW_HTTP_ADDR=" + cfg.HTTPAddr,
 		"NOTIFLOW_LOG_LEVEL=warn",
 		"NOTIFLOW_MYSQL_DSN=" + cfg.MySQLDSN,
+		"NOTIFLOW_API_TOKEN=" + cfg.APIToken,
 		"NOTIFLOW_GROUP=" + cfg.Group,
 		fmt.Sprintf("NOTIFLOW_BATCH_SIZE=%d", cfg.BatchSize),
 		"NOTIFLOW_BATCH_IDLE=" + cfg.BatchIdle.String(),

@@ -22,6 +22,7 @@ import (
 	"github.com/notiflow/notiflow/services/sink/internal/config"
 	"github.com/notiflow/notiflow/services/sink/internal/domain"
 	"github.com/notiflow/notiflow/services/sink/internal/ports"
+	"github.com/notiflow/notiflow/services/sink/notifications"
 )
 
 // gcPercent is the sink's garbage-collection target when GOGC is not set.
@@ -122,6 +123,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 	s.health.AddCheck("writes", s.consumer.Check)
 	s.health.AddCheck("kafka", kafkax.HealthCheck(cfg.Kafka.Brokers, topics(cfg)...))
 	s.mux = obs.Mux(s.health, reg)
+	ports.NewReadAPI(notifications.NewReader(s.store.DB()), cfg.APIToken, log).Register(s.mux)
 	return s, nil
 }
 
@@ -129,7 +131,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 // succeed, not draining).
 func (s *Service) Ready(ctx context.Context) error { return s.health.Ready(ctx) }
 
-// Handler serves /healthz, /readyz and /metrics.
+// Handler serves /healthz, /readyz, /metrics and the read API of the
+// notifications table (delivery status, in-app inbox; bearer token).
 func (s *Service) Handler() http.Handler { return s.mux }
 
 // Run consumes until ctx ends, serving HTTP on ln (nil: listen on

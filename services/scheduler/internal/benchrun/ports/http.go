@@ -11,9 +11,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/notiflow/notiflow/lib/httpapi"
 	"github.com/notiflow/notiflow/services/scheduler/internal/benchrun/app"
 	"github.com/notiflow/notiflow/services/scheduler/internal/benchrun/domain"
-	"github.com/notiflow/notiflow/services/scheduler/internal/jsonhttp"
 )
 
 // maxBodyBytes bounds a POST /admin/benchmarks body.
@@ -22,13 +22,13 @@ const maxBodyBytes = 4096
 // Handler serves the admin routes.
 type Handler struct {
 	svc   *app.Service
-	guard *jsonhttp.Guard
+	guard *httpapi.Guard
 }
 
 // NewHandler serves svc; token is the API's bearer token (empty disables
 // authentication, as NOTIFLOW_INSECURE_NO_AUTH does for the API).
 func NewHandler(svc *app.Service, token string, log *slog.Logger) *Handler {
-	return &Handler{svc: svc, guard: jsonhttp.NewGuard(token, adminError, log, "admin request failed")}
+	return &Handler{svc: svc, guard: httpapi.NewGuard(token, adminError, log, "admin request failed")}
 }
 
 // Register adds the admin routes to mux (a Go 1.22 pattern mux).
@@ -53,19 +53,19 @@ func noStore(next http.Handler) http.Handler {
 }
 
 // protect runs fn behind the bearer token with its answers uncacheable.
-func (h *Handler) protect(fn jsonhttp.HandlerFunc) http.Handler {
+func (h *Handler) protect(fn httpapi.HandlerFunc) http.Handler {
 	return noStore(h.guard.Handle(fn))
 }
 
-type httpError = jsonhttp.Error
+type httpError = httpapi.Error
 
 var (
-	badRequest = jsonhttp.BadRequest
-	writeJSON  = jsonhttp.WriteJSON
+	badRequest = httpapi.BadRequest
+	writeJSON  = httpapi.WriteJSON
 )
 
 // adminError maps the benchmark service's errors to the status and
-// message the client sees (a jsonhttp.ErrorMap).
+// message the client sees (a httpapi.ErrorMap).
 func adminError(err error) (int, string, bool) {
 	var (
 		ve *domain.ValidationError
@@ -86,10 +86,10 @@ func adminError(err error) (int, string, bool) {
 	return 0, "", false
 }
 
-// decode reads one JSON object into v (see jsonhttp.Decode), refusing
+// decode reads one JSON object into v (see httpapi.Decode), refusing
 // bodies over maxBodyBytes.
 func decode(w http.ResponseWriter, r *http.Request, v any) error {
-	return jsonhttp.Decode(w, r, maxBodyBytes, v, jsonhttp.Hints{
+	return httpapi.Decode(w, r, maxBodyBytes, v, httpapi.Hints{
 		Example: `{"notifications":100000,"recipients":10000,"channel":"sim","sim_latency_ms":2}`,
 		Fields:  "notifications, recipients, channel, sim_latency_ms, webhook_url",
 	})

@@ -1,4 +1,4 @@
-package jsonhttp
+package httpapi
 
 import (
 	"bytes"

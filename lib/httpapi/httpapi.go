@@ -1,9 +1,10 @@
-// Package jsonhttp is the strict JSON request and response handling shared
-// by the scheduler's HTTP APIs (targets and admin): one decoder that refuses
-// what it does not understand with a message saying what is wrong, the
-// error shape every route answers with, and the Guard that checks the
-// bearer token and maps each route's errors to a status and a message.
-package jsonhttp
+// Package httpapi is the strict JSON request and response handling shared
+// by the services' HTTP APIs (the scheduler's targets and admin API, the
+// sink's read API): one decoder that refuses what it does not understand
+// with a message saying what is wrong, the error shape every route answers
+// with, and the Guard that checks the bearer token and maps each route's
+// errors to a status and a message.
+package httpapi
 
 import (
 	"encoding/json"

@@ -1,0 +1,160 @@
+package notifications
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// InboxCursor is a position in a recipient's inbox: newest first by
+// arrival (persisted_at), then by the occurrence (target id, occurrence
+// time), the order of idx_notifications_inbox read backwards.
+type InboxCursor struct {
+	PersistedAt  time.Time
+	TargetID     uint64
+	OccurrenceAt time.Time
+}
+
+// cond is the condition "strictly after c in inbox order" (that is,
+// older); orEqual includes c itself.
+func (c InboxCursor) cond(orEqual bool) (string, []any) {
+	p, o := c.PersistedAt.UTC(), c.OccurrenceAt.UTC()
+	cmp := "<"
+	if orEqual {
+		cmp = "<="
+	}
+	return `persisted_at <= ? AND (persisted_at < ? OR target_id < ? OR (target_id = ? AND occurrence_at ` + cmp + ` ?))`,
+		[]any{p, p, c.TargetID, c.TargetID, o}
+}
+
+// InboxQuery selects a page of one recipient's inbox.
+type InboxQuery struct {
+	RecipientID string
+	UnreadOnly  bool
+	Limit       int
+	After       *InboxCursor
+}
+
+// Inbox returns up to q.Limit rows of q.RecipientID's inbox (channel
+// inbox), newest first: one backward range read of
+// idx_notifications_inbox. UnreadOnly filters that range, so a page of
+// unread rows reads past the read rows newer than them.
+func (r *Reader) Inbox(ctx context.Context, q InboxQuery) (Page[InboxCursor], error) {
+	where := []string{"recipient_id = ?", "channel = ?"}
+	args := []any{q.RecipientID, ChannelInbox}
+	if q.UnreadOnly {
+		where = append(where, "read_at IS NULL")
+	}
+	if q.After != nil {
+		c, a := q.After.cond(false)
+		where, args = append(where, c), append(args, a...)
+	}
+	stmt := selectColumns + `FORCE INDEX (idx_notifications_inbox) WHERE ` + strings.Join(where, " AND ") +
+		` ORDER BY persisted_at DESC, target_id DESC, occurrence_at DESC LIMIT ?`
+	items, err := r.query(ctx, "read inbox", stmt, append(args, q.Limit+1)...)
+	if err != nil {
+		return Page[InboxCursor]{}, err
+	}
+	return pageOf(items, q.Limit, func(n Notification) *InboxCursor {
+		return &InboxCursor{PersistedAt: n.PersistedAt, TargetID: n.TargetID, OccurrenceAt: n.OccurrenceAt}
+	}), nil
+}
+
+// UnreadCount returns the number of unread inbox rows of recipient: one
+// primary-key read of inbox_unread, which triggers keep exact.
+func (r *Reader) UnreadCount(ctx context.Context, recipient string) (int64, error) {
+	var n int64
+	err := r.db.QueryRowContext(ctx, `SELECT unread FROM inbox_unread WHERE recipient_id = ?`, recipient).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("count unread inbox of %s: %w", recipient, err)
+	}
+	return n, nil
+}
+
+// MarkRead marks the named unread inbox rows of recipient read at now and
+// returns how many it changed. Ids of other recipients, other channels,
+// unknown or already read rows are left alone, so marking again (or
+// concurrently) changes nothing: the statement locks each row it changes
+// and re-checks read_at, and the counter moves once per changed row.
+func (r *Reader) MarkRead(ctx context.Context, recipient string, ids []string, now time.Time) (int64, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	args := []any{now.UTC(), recipient, ChannelInbox}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	in := strings.Repeat(",?", len(ids))[1:]
+	return r.markRead(ctx, `UPDATE notifications SET read_at = ? WHERE recipient_id = ? AND channel = ?
+		AND read_at IS NULL AND notification_id IN (`+in+`)`, args)
+}
+
+// MarkReadUpTo marks read every unread inbox row of recipient at or after
+// upTo in inbox order (upTo and everything that arrived before it). A row
+// that arrives later has a later persisted_at and stays unread; so does
+// one whose insert began before upTo's and committed after it (a window
+// of one sink statement).
+func (r *Reader) MarkReadUpTo(ctx context.Context, recipient string, upTo InboxCursor, now time.Time) (int64, error) {
+	c, a := upTo.cond(true)
+	args := append([]any{now.UTC(), recipient, ChannelInbox}, a...)
+	return r.markRead(ctx, `UPDATE notifications FORCE INDEX (idx_notifications_inbox) SET read_at = ?
+		WHERE recipient_id = ? AND channel = ? AND read_at IS NULL AND `+c, args)
+}
+
+// PositionOf returns the inbox position of recipient's inbox row id, or
+// ErrNotFound.
+func (r *Reader) PositionOf(ctx context.Context, recipient, id string) (InboxCursor, error) {
+	var c InboxCursor
+	err := r.db.QueryRowContext(ctx, `SELECT persisted_at, target_id, occurrence_at FROM notifications
+		WHERE notification_id = ? AND recipient_id = ? AND channel = ?`, id, recipient, ChannelInbox).
+		Scan(&c.PersistedAt, &c.TargetID, &c.OccurrenceAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return c, ErrNotFound
+	}
+	if err != nil {
+		return c, fmt.Errorf("find inbox row %s: %w", id, err)
+	}
+	return c, nil
+}
+
+// deadlockRetries is how often markRead re-runs a statement InnoDB chose
+// as a deadlock victim (the counter row is shared with the sink's inserts).
+const deadlockRetries = 3
+
+// markRead runs one autocommit UPDATE in READ COMMITTED (it locks only
+// the rows it changes, no gaps, so the sink's inserts never wait for it)
+// and returns the rows changed.
+func (r *Reader) markRead(ctx context.Context, stmt string, args []any) (int64, error) {
+	for attempt := 0; ; attempt++ {
+		n, err := r.updateReadCommitted(ctx, stmt, args)
+		if err == nil || !isDeadlock(err) || attempt == deadlockRetries {
+			return n, err
+		}
+	}
+}
+
+func (r *Reader) updateReadCommitted(ctx context.Context, stmt string, args []any) (int64, error) {
+	tx, err := r.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return 0, fmt.Errorf("mark inbox read: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	res, err := tx.ExecContext(ctx, stmt, args...)
+	if err != nil {
+		return 0, fmt.Errorf("mark inbox read: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("mark inbox read: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("mark inbox read: commit: %w", err)
+	}
+	return n, nil
+}
