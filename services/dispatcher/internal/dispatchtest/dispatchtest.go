@@ -167,6 +167,9 @@ type Call struct {
 	Path           string `json:"-"`
 	Status         int    `json:"-"`
 	At             time.Time
+	// Header and Raw are the request's headers and body as received.
+	Header http.Header `json:"-"`
+	Raw    []byte      `json:"-"`
 }
 
 // Receiver is a real local HTTP server recording every webhook call. The
@@ -195,6 +198,7 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	c.IdempotencyKey = req.Header.Get("Idempotency-Key")
+	c.Header, c.Raw = req.Header.Clone(), data
 	c.Path = req.URL.Path
 	c.At = time.Now()
 	r.mu.Lock()
