@@ -60,7 +60,8 @@ func main() {
 //  2. the scheduler stops ticking, finishes its current claim batch,
 //     flushes the relay and releases the scan lock (app.Scheduler.Run);
 //     meanwhile the benchmark service stops taking runs and marks the runs
-//     it watches failed (benchapp.Service.Run);
+//     it watches failed (benchapp.Service.Run); the webhook secrets sync
+//     to Redis stops (app.WebhookSecrets.Run);
 //  3. the HTTP server stops, letting in-flight API requests finish;
 //  4. the Kafka writer, Redis and MySQL are closed (deferred).
 func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
@@ -98,9 +99,14 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	targets := app.NewTargets(store, domain.Limits{
 		MaxParamsBytes: cfg.MaxParamsBytes, MaxRecordBytes: cfg.Kafka.MaxMessageBytes, RecordBytes: adapters.DueRecordBytes,
 	}, cfg.BulkMax, nil)
+	secrets := app.NewWebhookSecrets(store, adapters.NewSecretCache(rdb, cfg.RedisPrefix), app.WebhookSecretsOptions{
+		Grace: cfg.WebhookSecretGrace, SyncEvery: cfg.WebhookSecretSync,
+	}, log)
+	targets.UseSecrets(secrets)
 	mux := obs.Mux(health, reg)
 	ports.NewAPI(targets, ports.Options{
 		Token: cfg.APIToken, MaxParamsBytes: cfg.MaxParamsBytes, MaxBulkBodyBytes: cfg.MaxBulkBodyBytes, Parked: store,
+		Secrets: secrets,
 	}, log).Register(mux)
 	if cfg.APIToken == "" {
 		log.Warn("API authentication is disabled (NOTIFLOW_INSECURE_NO_AUTH): development only")
@@ -146,7 +152,8 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		}
 		return sched.Run(gctx) // 2.
 	})
-	g.Go(func() error { return bench.Run(gctx) }) // 2.
+	g.Go(func() error { return bench.Run(gctx) })   // 2.
+	g.Go(func() error { return secrets.Run(gctx) }) // 2.
 	g.Go(func() error { return obs.Serve(httpCtx, cfg.HTTPAddr, mux, cfg.HTTP, cfg.ShutdownTimeout) })
 	log.Info("scheduler started", "http_addr", cfg.HTTPAddr)
 	return g.Wait()
