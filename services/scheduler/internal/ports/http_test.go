@@ -393,7 +393,7 @@ func TestOpenAPIDocument(t *testing.T) {
 	if r.code != 200 || !bytes.HasPrefix(r.body, []byte("openapi: 3.")) {
 		t.Fatalf("openapi.yaml: %d %.40s", r.code, r.body)
 	}
-	for _, p := range []string{"/v1/targets:", "/v1/targets:bulk:", "/v1/targets/{id}:", "/v1/targets/{id}/pause:", "/v1/targets/{id}/resume:", "bearer"} {
+	for _, p := range []string{"/v1/targets:", "/v1/targets:bulk:", "/v1/targets/{id}:", "/v1/targets/{id}/pause:", "/v1/targets/{id}/resume:", "/v1/targets/{id}/webhook-secret:rotate:", "bearer"} {
 		if !bytes.Contains(r.body, []byte(p)) {
 			t.Errorf("openapi.yaml does not document %s", p)
 		}
