@@ -22,19 +22,28 @@ func (s *server) redisRecord(t *testing.T, id int64) (webhooksig.Record, bool) {
 	return rec, ok
 }
 
+type createdWebhook struct {
+	ID            int64  `json:"id"`
+	WebhookSecret string `json:"webhook_secret"`
+}
+
+// createWebhook creates a webhook target and returns its id and secret.
+func (s *server) createWebhook(t *testing.T) createdWebhook {
+	t.Helper()
+	r := s.call(t, "POST", "/v1/targets", webhookBody)
+	var created createdWebhook
+	if err := json.Unmarshal(r.body, &created); err != nil || r.code != 201 {
+		t.Fatalf("create: %d %s", r.code, r.body)
+	}
+	return created
+}
+
 // A webhook target's secret is in the create answer and in Redis, and
 // nowhere in later reads; other channels get none.
 func TestWebhookSecretReturnedOnce(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	r := s.call(t, "POST", "/v1/targets", webhookBody)
-	var created struct {
-		ID            int64  `json:"id"`
-		WebhookSecret string `json:"webhook_secret"`
-	}
-	if err := json.Unmarshal(r.body, &created); err != nil || r.code != 201 {
-		t.Fatalf("create: %d %s", r.code, r.body)
-	}
+	created := s.createWebhook(t)
 	if _, err := webhooksig.Decode(created.WebhookSecret); err != nil {
 		t.Fatalf("create answer's webhook_secret: %v", err)
 	}
@@ -86,14 +95,7 @@ func TestBulkWebhookSecrets(t *testing.T) {
 func TestRotateWebhookSecret(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	r := s.call(t, "POST", "/v1/targets", webhookBody)
-	var created struct {
-		ID            int64  `json:"id"`
-		WebhookSecret string `json:"webhook_secret"`
-	}
-	if err := json.Unmarshal(r.body, &created); err != nil || r.code != 201 {
-		t.Fatalf("create: %d %s", r.code, r.body)
-	}
+	created := s.createWebhook(t)
 	type rotated struct {
 		TargetID           int64     `json:"target_id"`
 		WebhookSecret      string    `json:"webhook_secret"`
