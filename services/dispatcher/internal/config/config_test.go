@@ -56,6 +56,8 @@ func TestValidateNamesTheVariable(t *testing.T) {
 		{map[string]string{"NOTIFLOW_BREAKER_FAILURES": "0"}, "NOTIFLOW_BREAKER_FAILURES"},
 		{map[string]string{"NOTIFLOW_KAFKA_BROKERS": ","}, "NOTIFLOW_KAFKA_BROKERS"},
 		{map[string]string{"NOTIFLOW_GC_PERCENT": "-5"}, "NOTIFLOW_GC_PERCENT"},
+		{map[string]string{"NOTIFLOW_WEBHOOK_SIGNING_SECRET": "whsec_dG9vIHNob3J0"}, "NOTIFLOW_WEBHOOK_SIGNING_SECRET: entry 1"},
+		{map[string]string{"NOTIFLOW_WEBHOOK_SECRET_CACHE": "1h"}, "NOTIFLOW_WEBHOOK_SECRET_CACHE"},
 	}
 	for _, tt := range tests {
 		c, err := load(t, tt.give)
@@ -93,5 +95,16 @@ func TestVarsAndOverrides(t *testing.T) {
 	}
 	if strings.Contains((Config{RedisPassword: "s3cret"}).LogValue().String(), "s3cret") {
 		t.Fatal("LogValue shows the Redis password")
+	}
+	secret := "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw/Lh1pBC7dsE="
+	c, err = load(t, map[string]string{"NOTIFLOW_WEBHOOK_SIGNING_SECRET": secret + ",whsec_bm90LWEtdmFsaWQta2V5"})
+	if err != nil || len(c.WebhookSigningSecrets) != 2 {
+		t.Fatalf("load signing secrets: %v, %d", err, len(c.WebhookSigningSecrets))
+	}
+	if err := c.Validate(); err == nil || strings.Contains(err.Error(), "bm90LWEtdmFsaWQta2V5") || strings.Contains(err.Error(), secret) {
+		t.Errorf("Validate of a bad second secret: %v; want an error without the secrets", err)
+	}
+	if strings.Contains(c.LogValue().String(), secret[6:]) {
+		t.Fatal("LogValue shows a webhook signing secret")
 	}
 }
