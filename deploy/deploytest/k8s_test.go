@@ -349,7 +349,7 @@ func checkNamespaces(t *testing.T, r *rendered) {
 
 // checkDeployment checks the Deployment, its Service and its container,
 // and returns the service's effective configuration.
-func checkDeployment(t *testing.T, r *rendered, secret *corev1.Secret, name string) probeResult {
+func checkDeployment(t *testing.T, r *rendered, secret *corev1.Secret, name string) printedConfig {
 	t.Helper()
 	d, ok := r.deployments[name]
 	if !ok {
@@ -520,7 +520,7 @@ func checkResources(t *testing.T, where string, c corev1.Container) {
 
 // checkAutoscaling: at most one autoscaler owns the dispatcher, and none
 // may add replicas beyond the partition count (they would idle).
-func checkAutoscaling(t *testing.T, r *rendered, dispatcher probeResult, partitions int) {
+func checkAutoscaling(t *testing.T, r *rendered, dispatcher printedConfig, partitions int) {
 	t.Helper()
 	d := r.deployments["dispatcher"]
 	owners := 0

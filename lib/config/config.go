@@ -14,6 +14,11 @@ import (
 // os.LookupEnv satisfies it; tests pass a map-backed function.
 type Lookup func(name string) (string, bool)
 
+// MapLookup is a Lookup of the variables in m alone (tests).
+func MapLookup(m map[string]string) Lookup {
+	return func(name string) (string, bool) { v, ok := m[name]; return v, ok }
+}
+
 // Load fills the tagged fields of cfg (a pointer to a struct) from the
 // process environment. See LoadFrom.
 func Load(cfg any) error { return LoadFrom(os.LookupEnv, cfg) }
@@ -48,6 +53,36 @@ func LoadFrom(lookup Lookup, cfg any) error {
 		}
 	})
 	return errors.Join(errs...)
+}
+
+// FillZero sets each tagged field of cfg (a pointer to a struct) that holds
+// its zero value to its `default` tag, ignoring the environment: the
+// zero-value defaults of a library struct whose tags state its defaults,
+// for callers that build one by hand. A field without a default tag stays
+// zero. A bad default tag is reported as LoadFrom reports a bad value.
+func FillZero(cfg any) error {
+	v := reflect.ValueOf(cfg)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return fmt.Errorf("config: FillZero needs a pointer to a struct, got %T", cfg)
+	}
+	var errs []error
+	walk(v.Elem(), func(f reflect.Value, sf reflect.StructField, name string) {
+		def, ok := sf.Tag.Lookup("default")
+		if !ok || !f.IsZero() {
+			return
+		}
+		if err := set(f, def); err != nil {
+			errs = append(errs, fmt.Errorf("%s default %q: %w", name, def, err))
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// LoadAs returns a T (a struct type) filled by LoadFrom(lookup, &t).
+func LoadAs[T any](lookup Lookup) (T, error) {
+	var c T
+	err := LoadFrom(lookup, &c)
+	return c, err
 }
 
 // Vars returns the names of the variables cfg's type reads, in field order.

@@ -22,10 +22,6 @@ type sample struct {
 	skipped int `env:"T_SKIPPED"`
 }
 
-func mapLookup(m map[string]string) Lookup {
-	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
-}
-
 func TestLoadFrom(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -54,7 +50,7 @@ func TestLoadFrom(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			var got sample
-			err := LoadFrom(mapLookup(tt.give), &got)
+			err := LoadFrom(MapLookup(tt.give), &got)
 			_ = got.skipped
 			if len(tt.wantErr) > 0 {
 				if err == nil {
@@ -83,5 +79,37 @@ func TestVars(t *testing.T) {
 	want := []string{"T_NAME", "T_WORKERS", "T_WAIT", "T_RATIO", "T_DEBUG", "T_BROKERS"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Vars = %v, want %v", got, want)
+	}
+}
+
+func TestFillZero(t *testing.T) {
+	t.Parallel()
+	got := sample{Workers: 8, Ratio: 0.5}
+	if err := FillZero(&got); err != nil {
+		t.Fatalf("FillZero: %v", err)
+	}
+	want := sample{Name: "svc", Workers: 8, Wait: time.Second, Ratio: 0.5, Kafka: inner{Brokers: []string{"127.0.0.1:9092"}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+	var bad struct {
+		N int `env:"T_N" default:"many"`
+	}
+	if err := FillZero(&bad); err == nil || !strings.Contains(err.Error(), `T_N default "many"`) {
+		t.Errorf("FillZero with a bad tag = %v", err)
+	}
+	if err := FillZero(sample{}); err == nil {
+		t.Error("FillZero of a struct value: nil error")
+	}
+}
+
+func TestLoadAs(t *testing.T) {
+	t.Parallel()
+	got, err := LoadAs[sample](MapLookup(map[string]string{"T_WORKERS": "8"}))
+	if err != nil || got.Workers != 8 || got.Name != "svc" {
+		t.Fatalf("LoadAs = %+v, %v", got, err)
+	}
+	if _, err := LoadAs[sample](MapLookup(map[string]string{"T_WORKERS": "many"})); err == nil || !strings.Contains(err.Error(), "T_WORKERS") {
+		t.Fatalf("LoadAs with a bad value: %v", err)
 	}
 }

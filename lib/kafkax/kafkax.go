@@ -145,9 +145,11 @@ type WriterOptions struct {
 	// BatchSize is the most records in one produce request per partition;
 	// default 1000.
 	BatchSize int
-	// WriteTimeout bounds one produce round trip; default 10s.
+	// WriteTimeout bounds one produce round trip; default Config's
+	// (NOTIFLOW_KAFKA_WRITE_TIMEOUT's default tag).
 	WriteTimeout time.Duration
-	// MaxMessageBytes is the largest batch in bytes; default 1 MB.
+	// MaxMessageBytes is the largest batch in bytes; default Config's
+	// (NOTIFLOW_KAFKA_MAX_MESSAGE_BYTES's default tag).
 	MaxMessageBytes int
 }
 
@@ -163,11 +165,17 @@ func NewWriter(brokers []string, opt WriterOptions) *kafka.Writer {
 	if opt.BatchSize <= 0 {
 		opt.BatchSize = 1000
 	}
-	if opt.WriteTimeout <= 0 {
-		opt.WriteTimeout = 10 * time.Second
-	}
-	if opt.MaxMessageBytes <= 0 {
-		opt.MaxMessageBytes = 1_000_000
+	if opt.WriteTimeout <= 0 || opt.MaxMessageBytes <= 0 {
+		// Config's tags are constants, which TestConfigDefaults loads:
+		// FillZero cannot fail on them.
+		var def Config
+		_ = config.FillZero(&def)
+		if opt.WriteTimeout <= 0 {
+			opt.WriteTimeout = def.WriteTimeout
+		}
+		if opt.MaxMessageBytes <= 0 {
+			opt.MaxMessageBytes = def.MaxMessageBytes
+		}
 	}
 	return &kafka.Writer{
 		Addr:                   kafka.TCP(brokers...),

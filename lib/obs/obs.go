@@ -182,14 +182,6 @@ func Mux(h *Health, reg *prometheus.Registry) *http.ServeMux {
 	return mux
 }
 
-// Defaults of ServerConfig, as named constants for code that builds one by
-// hand; the `default` tags say the same.
-const (
-	DefaultReadTimeout  = 30 * time.Second
-	DefaultWriteTimeout = 2 * time.Minute
-	DefaultIdleTimeout  = 2 * time.Minute
-)
-
 // ServerConfig is the HTTP server part of every service's configuration.
 // ReadTimeout bounds reading a request, headers and body (a client sending
 // slowly is cut off); WriteTimeout bounds a request from the end of its
@@ -240,15 +232,11 @@ func Serve(ctx context.Context, addr string, handler http.Handler, cfg ServerCon
 }
 
 // ServeListener is Serve on an already bound listener. Zero timeouts in
-// cfg take their defaults.
+// cfg take their default tags.
 func ServeListener(ctx context.Context, ln net.Listener, handler http.Handler, cfg ServerConfig, grace time.Duration) error {
-	for _, d := range []struct {
-		v   *time.Duration
-		def time.Duration
-	}{{&cfg.ReadTimeout, DefaultReadTimeout}, {&cfg.WriteTimeout, DefaultWriteTimeout}, {&cfg.IdleTimeout, DefaultIdleTimeout}} {
-		if *d.v <= 0 {
-			*d.v = d.def
-		}
+	if err := config.FillZero(&cfg); err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("http server defaults: %w", err)
 	}
 	srv := &http.Server{
 		Handler:           handler,

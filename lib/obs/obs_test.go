@@ -215,8 +215,12 @@ func TestServerConfig(t *testing.T) {
 	if err := config.LoadFrom(func(string) (string, bool) { return "", false }, &c); err != nil {
 		t.Fatal(err)
 	}
-	if c.ReadTimeout != DefaultReadTimeout || c.WriteTimeout != DefaultWriteTimeout || c.IdleTimeout != DefaultIdleTimeout {
-		t.Fatalf("defaults %+v disagree with the Default constants", c)
+	if want := (ServerConfig{ReadTimeout: 30 * time.Second, WriteTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute}); c != want {
+		t.Fatalf("defaults %+v, want %+v", c, want)
+	}
+	var zero ServerConfig
+	if err := config.FillZero(&zero); err != nil || zero != c {
+		t.Fatalf("the zero ServerConfig that ServeListener fills is %+v (%v), want the defaults %+v", zero, err, c)
 	}
 	if err := c.Validate(); err != nil {
 		t.Fatalf("defaults invalid: %v", err)

@@ -6,26 +6,35 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/debug"
 	"syscall"
 
+	libconfig "github.com/notiflow/notiflow/lib/config"
 	"github.com/notiflow/notiflow/lib/obs"
 	"github.com/notiflow/notiflow/services/dispatcher/internal/config"
 	"github.com/notiflow/notiflow/services/dispatcher/internal/service"
 )
 
 func main() {
-	cfg, err := config.Load()
-	if err == nil {
-		err = cfg.Validate()
+	printConfig := flag.Bool("print-config", false, libconfig.PrintConfigUsage)
+	flag.Parse()
+	var cfg config.Config
+	var printTo io.Writer // stdout with -print-config
+	if *printConfig {
+		printTo = os.Stdout
 	}
-	if err != nil {
+	if err := libconfig.LoadChecked(&cfg, printTo); err != nil {
 		fmt.Fprintf(os.Stderr, "dispatcher: invalid configuration:\n%v\n", err)
 		os.Exit(2)
+	}
+	if *printConfig {
+		return
 	}
 	log, err := obs.NewLogger(os.Stdout, "dispatcher", cfg.LogLevel)
 	if err != nil {

@@ -5,7 +5,9 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -17,6 +19,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"golang.org/x/sync/errgroup"
 
+	libconfig "github.com/notiflow/notiflow/lib/config"
 	"github.com/notiflow/notiflow/lib/kafkax"
 	"github.com/notiflow/notiflow/lib/obs"
 	"github.com/notiflow/notiflow/services/scheduler/internal/adapters"
@@ -30,13 +33,19 @@ import (
 )
 
 func main() {
-	cfg, err := config.Load()
-	if err == nil {
-		err = cfg.Validate()
+	printConfig := flag.Bool("print-config", false, libconfig.PrintConfigUsage)
+	flag.Parse()
+	var cfg config.Config
+	var printTo io.Writer // stdout with -print-config
+	if *printConfig {
+		printTo = os.Stdout
 	}
-	if err != nil {
+	if err := libconfig.LoadChecked(&cfg, printTo); err != nil {
 		fmt.Fprintf(os.Stderr, "scheduler: invalid configuration:\n%v\n", err)
 		os.Exit(2)
+	}
+	if *printConfig {
+		return
 	}
 	log, err := obs.NewLogger(os.Stdout, "scheduler", cfg.LogLevel)
 	if err != nil {

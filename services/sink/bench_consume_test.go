@@ -12,7 +12,6 @@ import (
 
 	"github.com/notiflow/notiflow/lib/kafkax"
 	"github.com/notiflow/notiflow/services/sink/internal/app"
-	"github.com/notiflow/notiflow/services/sink/internal/config"
 	"github.com/notiflow/notiflow/services/sink/internal/domain"
 	"github.com/notiflow/notiflow/services/sink/internal/ports"
 )
@@ -54,7 +53,7 @@ func BenchmarkConsumeOnly(b *testing.B) {
 	for b.Loop() {
 		store := &countingStore{delay: time.Duration(envInt("NOTIFLOW_BENCH_STORE_DELAY_MS", 0)) * time.Millisecond}
 		cfg := e.config(b)
-		cfg.FlushConcurrency = envInt("NOTIFLOW_BENCH_FLUSH_CONCURRENCY", config.DefaultFlushConcurrency)
+		cfg.FlushConcurrency = envInt("NOTIFLOW_BENCH_FLUSH_CONCURRENCY", cfg.FlushConcurrency)
 		w := kafkax.NewWriter(e.brokers, kafkax.WriterOptions{})
 		sink := app.NewSink(store, kafkax.NewDeadLetter(w, e.dlqTopic, "sink"), app.NewMetrics(nil), time.Minute)
 		c, err := ports.NewConsumer(ports.ConsumerConfig{

@@ -18,6 +18,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/segmentio/kafka-go"
 
+	libconfig "github.com/notiflow/notiflow/lib/config"
 	"github.com/notiflow/notiflow/services/sink/internal/adapters"
 	"github.com/notiflow/notiflow/services/sink/internal/config"
 	"github.com/notiflow/notiflow/services/sink/internal/domain"
@@ -48,7 +49,11 @@ func BenchmarkSink(b *testing.B) {
 	tuneGC() // as main does: the whole benchmark process (raw ceiling included) runs with it
 	n := envInt("NOTIFLOW_BENCH_RESULTS", 100_000)
 	naiveN := envInt("NOTIFLOW_BENCH_NAIVE_RESULTS", 10_000)
-	conc := envInt("NOTIFLOW_BENCH_FLUSH_CONCURRENCY", config.DefaultFlushConcurrency)
+	var def config.Config
+	if err := libconfig.FillZero(&def); err != nil {
+		b.Fatal(err)
+	}
+	conc := envInt("NOTIFLOW_BENCH_FLUSH_CONCURRENCY", def.FlushConcurrency)
 	rounds := envInt("NOTIFLOW_BENCH_ROUNDS", 3)
 
 	for b.Loop() {
@@ -61,7 +66,7 @@ func BenchmarkSink(b *testing.B) {
 			for _, which := range []bool{rawFirst, !rawFirst} {
 				if which {
 					e := newEnv(b, 1)
-					raw := rawCeiling(b, e, e.messages(b, n), config.DefaultBatchSize, conc)
+					raw := rawCeiling(b, e, e.messages(b, n), def.BatchSize, conc)
 					raws = append(raws, raw.rate)
 					b.Logf("round %d raw ceiling: %d rows in 200-row upserts on %d connections in %s = %.0f rows/s (peak RSS %s, peak heap %s)",
 						round+1, n, conc, raw.elapsed.Round(time.Millisecond), raw.rate, mib(raw.mem.rss), mib(raw.mem.heap))

@@ -21,6 +21,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"google.golang.org/protobuf/proto"
 
+	libconfig "github.com/notiflow/notiflow/lib/config"
 	"github.com/notiflow/notiflow/lib/kafkax"
 	"github.com/notiflow/notiflow/lib/testkit"
 	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
@@ -72,8 +73,8 @@ func newEnv(tb testing.TB, partitions int) *env {
 // and group, a random HTTP port, the defaults elsewhere.
 func (e *env) config(tb testing.TB) config.Config {
 	tb.Helper()
-	cfg, err := config.LoadFrom(func(string) (string, bool) { return "", false })
-	if err != nil {
+	var cfg config.Config
+	if err := libconfig.FillZero(&cfg); err != nil {
 		tb.Fatal(err)
 	}
 	cfg.MySQLDSN = e.dsn

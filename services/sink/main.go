@@ -6,7 +6,9 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -18,6 +20,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"golang.org/x/sync/errgroup"
 
+	libconfig "github.com/notiflow/notiflow/lib/config"
 	"github.com/notiflow/notiflow/lib/kafkax"
 	"github.com/notiflow/notiflow/lib/obs"
 	"github.com/notiflow/notiflow/services/sink/internal/adapters"
@@ -27,13 +30,19 @@ import (
 )
 
 func main() {
-	cfg, err := config.Load()
-	if err == nil {
-		err = cfg.Validate()
+	printConfig := flag.Bool("print-config", false, libconfig.PrintConfigUsage)
+	flag.Parse()
+	var cfg config.Config
+	var printTo io.Writer // stdout with -print-config
+	if *printConfig {
+		printTo = os.Stdout
 	}
-	if err != nil {
+	if err := libconfig.LoadChecked(&cfg, printTo); err != nil {
 		fmt.Fprintf(os.Stderr, "sink: invalid configuration:\n%v\n", err)
 		os.Exit(2)
+	}
+	if *printConfig {
+		return
 	}
 	log, err := obs.NewLogger(os.Stdout, "sink", cfg.LogLevel)
 	if err != nil {

@@ -62,10 +62,11 @@ type DeadLetterer interface {
 	Send(ctx context.Context, msg kafka.Message, reason error, attempts int) error
 }
 
-// Options tune a Dispatcher; zero values take the defaults.
+// Options tune a Dispatcher; zero values take the defaults, except
+// InflightTTL, which is required.
 type Options struct {
-	// InflightTTL is the claim TTL; a running send renews its claim every
-	// third of it.
+	// InflightTTL is the claim TTL (NOTIFLOW_INFLIGHT_TTL, which the store
+	// is given too); a running send renews its claim every third of it.
 	InflightTTL time.Duration
 	// DepBackoffMin/Max shape the waits while Redis or Kafka fail.
 	DepBackoffMin, DepBackoffMax time.Duration
@@ -76,9 +77,6 @@ type Options struct {
 }
 
 func (o *Options) setDefaults() {
-	if o.InflightTTL <= 0 {
-		o.InflightTTL = 15 * time.Second
-	}
 	if o.DepBackoffMin <= 0 {
 		o.DepBackoffMin = 50 * time.Millisecond
 	}

@@ -19,34 +19,8 @@ import (
 	"github.com/notiflow/notiflow/services/dispatcher/internal/domain"
 )
 
-// Defaults, as named constants for code that builds a Config by hand
-// (tests, benchmarks); the `default` tags below say the same.
-const (
-	DefaultHTTPAddr         = ":8081"
-	DefaultGroup            = "notiflow-dispatcher"
-	DefaultWorkers          = 512
-	DefaultRedisPrefix      = "notiflow:"
-	DefaultInflightTTL      = 15 * time.Second
-	DefaultDedupTTL         = 7 * 24 * time.Hour
-	DefaultShutdownTimeout  = 20 * time.Second
-	DefaultDrainTimeout     = 15 * time.Second
-	DefaultWebhookTimeout   = 5 * time.Second
-	DefaultWebhookElapsed   = 2 * time.Minute
-	DefaultBreakerFailures  = 5
-	DefaultBreakerCooldown  = 10 * time.Second
-	DefaultSimLatency       = 2 * time.Millisecond
-	DefaultRedisBatch       = 256
-	DefaultRedisPipelines   = 2
-	DefaultRedisTimeout     = 2 * time.Second
-	DefaultRateWindow       = time.Minute
-	DefaultRateLimitPolicy  = domain.RateDefer
-	DefaultWebhookBackoff   = 200 * time.Millisecond
-	DefaultWebhookBackoffUp = 10 * time.Second
-	DefaultSecretCache      = 10 * time.Second
-)
-
-// Config is the dispatcher's configuration. Load it with Load, then call
-// Validate.
+// Config is the dispatcher's configuration. Load it with lib/config
+// (LoadChecked in main), which validates it.
 type Config struct {
 	HTTPAddr        string        `env:"NOTIFLOW_HTTP_ADDR" default:":8081"`
 	LogLevel        string        `env:"NOTIFLOW_LOG_LEVEL" default:"info"`
@@ -73,7 +47,7 @@ type Config struct {
 
 	// Redis: dedup markers, rate-limit counters, simulated-send counts.
 	RedisAddr     string `env:"NOTIFLOW_REDIS_ADDR" default:"127.0.0.1:6379"`
-	RedisPassword string `env:"NOTIFLOW_REDIS_PASSWORD"`
+	RedisPassword string `env:"NOTIFLOW_REDIS_PASSWORD" secret:"true"`
 	// RedisPrefix starts every key the dispatcher writes.
 	RedisPrefix  string        `env:"NOTIFLOW_REDIS_PREFIX" default:"notiflow:"`
 	RedisTimeout time.Duration `env:"NOTIFLOW_REDIS_TIMEOUT" default:"2s"`
@@ -112,7 +86,7 @@ type Config struct {
 	// WebhookSigningSecrets (whsec_..., comma-separated: all are used to
 	// sign, for their own rotation) sign the webhooks of targets without a
 	// secret of their own. Secret: never logged.
-	WebhookSigningSecrets []string `env:"NOTIFLOW_WEBHOOK_SIGNING_SECRET"`
+	WebhookSigningSecrets []string `env:"NOTIFLOW_WEBHOOK_SIGNING_SECRET" secret:"true"`
 	// WebhookSecretCache is how long a target's secrets read from Redis are
 	// reused: a rotation takes effect within it (0: read on every attempt).
 	WebhookSecretCache time.Duration `env:"NOTIFLOW_WEBHOOK_SECRET_CACHE" default:"10s"`
@@ -125,25 +99,6 @@ type Config struct {
 	HTTP  obs.ServerConfig
 	Kafka kafkax.Config
 }
-
-// Load reads the configuration from the process environment.
-func Load() (Config, error) { return LoadFrom(nil) }
-
-// LoadFrom reads the configuration from lookup (the process environment
-// when nil).
-func LoadFrom(lookup libconfig.Lookup) (Config, error) {
-	var c Config
-	var err error
-	if lookup == nil {
-		err = libconfig.Load(&c)
-	} else {
-		err = libconfig.LoadFrom(lookup, &c)
-	}
-	return c, err
-}
-
-// Vars lists the names of every variable the dispatcher reads.
-func Vars() []string { return libconfig.Vars(&Config{}) }
 
 // Validate returns every setting that cannot work, each error naming its
 // variable.

@@ -1,34 +1,61 @@
 package config
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	libconfig "github.com/notiflow/notiflow/lib/config"
+	"github.com/notiflow/notiflow/lib/consume"
+	"github.com/notiflow/notiflow/services/dispatcher/internal/domain"
 )
 
-func load(t *testing.T, env map[string]string) (Config, error) {
-	t.Helper()
-	return LoadFrom(func(name string) (string, bool) { v, ok := env[name]; return v, ok })
+// load fills a Config from env alone (not the process environment).
+func load(env map[string]string) (Config, error) {
+	return libconfig.LoadAs[Config](libconfig.MapLookup(env))
 }
 
 func TestDefaultsAreValid(t *testing.T) {
 	t.Parallel()
-	c, err := load(t, nil)
+	c, err := load(nil)
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}
 	if err := c.Validate(); err != nil {
 		t.Fatalf("defaults invalid: %v", err)
 	}
-	if c.HTTPAddr != DefaultHTTPAddr || c.Group != DefaultGroup || c.Workers != DefaultWorkers ||
-		c.InflightTTL != DefaultInflightTTL || c.DedupTTL != DefaultDedupTTL || c.ShutdownTimeout != DefaultShutdownTimeout ||
-		c.DrainTimeout != DefaultDrainTimeout || c.WebhookTimeout != DefaultWebhookTimeout || c.WebhookMaxElapsed != DefaultWebhookElapsed ||
-		c.BreakerFailures != DefaultBreakerFailures || c.BreakerCooldown != DefaultBreakerCooldown || c.SimLatency != DefaultSimLatency ||
-		c.RedisBatch != DefaultRedisBatch || c.RedisPipelines != DefaultRedisPipelines || c.RedisTimeout != DefaultRedisTimeout ||
-		c.RateWindow != DefaultRateWindow || c.WebhookBackoffMin != DefaultWebhookBackoff || c.WebhookBackoffMax != DefaultWebhookBackoffUp ||
-		c.RedisPrefix != DefaultRedisPrefix || c.Ordering != "key" || c.RateLimit != 0 || c.SimFailureRate != 0 ||
-		c.RatePolicy() != DefaultRateLimitPolicy {
-		t.Fatalf("defaults differ from the named constants: %+v", c)
+	want := Config{
+		HTTPAddr: ":8081", LogLevel: "info", ShutdownTimeout: 20 * time.Second, DrainTimeout: 15 * time.Second, GCPercent: 300,
+		Group: "notiflow-dispatcher", Ordering: "key", Workers: 512, MaxInFlight: 10000, MaxInFlightPerPartition: 2000,
+		CommitInterval: 200 * time.Millisecond,
+		RedisAddr:      "127.0.0.1:6379", RedisPrefix: "notiflow:", RedisTimeout: 2 * time.Second, RedisBatch: 256, RedisPipelines: 2,
+		InflightTTL: 15 * time.Second, DedupTTL: 7 * 24 * time.Hour, RateWindow: time.Minute, RateLimitPolicy: "defer",
+		WebhookTimeout: 5 * time.Second, WebhookMaxElapsed: 2 * time.Minute, WebhookBackoffMin: 200 * time.Millisecond,
+		WebhookBackoffMax: 10 * time.Second, WebhookMaxConnsPerHost: 64, WebhookSecretCache: 10 * time.Second, BreakerFailures: 5, BreakerCooldown: 10 * time.Second,
+		SimLatency: 2 * time.Millisecond,
+		HTTP:       c.HTTP, Kafka: c.Kafka, // lib/obs and lib/kafkax test their own
+	}
+	if !reflect.DeepEqual(c, want) || c.RatePolicy() != domain.RateDefer || c.OrderingMode() != consume.OrderKey {
+		t.Fatalf("defaults:\n got %+v\nwant %+v", c, want)
+	}
+}
+
+// TestConsumerDefaultsAreTheLibrarys pins the consumer settings whose
+// default is lib/consume's own: the tag states it for -print-config and the
+// deployment files, lib/consume keeps the zero-value default for its other
+// callers, and the two must not drift apart.
+func TestConsumerDefaultsAreTheLibrarys(t *testing.T) {
+	t.Parallel()
+	c, err := load(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxInFlight != consume.DefaultMaxInFlight || c.MaxInFlightPerPartition != consume.DefaultMaxInFlightPerPartition ||
+		c.CommitInterval != consume.DefaultCommitInterval {
+		t.Errorf("NOTIFLOW_MAX_IN_FLIGHT=%d NOTIFLOW_MAX_IN_FLIGHT_PER_PARTITION=%d NOTIFLOW_COMMIT_INTERVAL=%s, lib/consume defaults %d %d %s",
+			c.MaxInFlight, c.MaxInFlightPerPartition, c.CommitInterval,
+			consume.DefaultMaxInFlight, consume.DefaultMaxInFlightPerPartition, consume.DefaultCommitInterval)
 	}
 }
 
@@ -60,7 +87,7 @@ func TestValidateNamesTheVariable(t *testing.T) {
 		{map[string]string{"NOTIFLOW_WEBHOOK_SECRET_CACHE": "1h"}, "NOTIFLOW_WEBHOOK_SECRET_CACHE"},
 	}
 	for _, tt := range tests {
-		c, err := load(t, tt.give)
+		c, err := load(tt.give)
 		if err == nil {
 			err = c.Validate()
 		}
@@ -72,7 +99,7 @@ func TestValidateNamesTheVariable(t *testing.T) {
 
 func TestLoadRejectsUnparseableValues(t *testing.T) {
 	t.Parallel()
-	_, err := load(t, map[string]string{"NOTIFLOW_INFLIGHT_TTL": "soon", "NOTIFLOW_WORKERS": "many"})
+	_, err := load(map[string]string{"NOTIFLOW_INFLIGHT_TTL": "soon", "NOTIFLOW_WORKERS": "many"})
 	if err == nil || !strings.Contains(err.Error(), "NOTIFLOW_INFLIGHT_TTL") || !strings.Contains(err.Error(), "NOTIFLOW_WORKERS") {
 		t.Fatalf("error %v, want both variables named", err)
 	}
@@ -80,13 +107,13 @@ func TestLoadRejectsUnparseableValues(t *testing.T) {
 
 func TestVarsAndOverrides(t *testing.T) {
 	t.Parallel()
-	vars := strings.Join(Vars(), " ")
+	vars := strings.Join(libconfig.Vars(&Config{}), " ")
 	for _, v := range []string{"NOTIFLOW_GROUP", "NOTIFLOW_WORKERS", "NOTIFLOW_RATE_LIMIT", "NOTIFLOW_TEMPLATES_FILE", "NOTIFLOW_WEBHOOK_ALLOW", "NOTIFLOW_TOPIC_DUE"} {
 		if !strings.Contains(vars, v) {
 			t.Errorf("Vars lacks %s", v)
 		}
 	}
-	c, err := load(t, map[string]string{"NOTIFLOW_WEBHOOK_ALLOW": "127.0.0.1/32, hooks.internal", "NOTIFLOW_RATE_WINDOW": "30s", "NOTIFLOW_ORDERING": "partition"})
+	c, err := load(map[string]string{"NOTIFLOW_WEBHOOK_ALLOW": "127.0.0.1/32, hooks.internal", "NOTIFLOW_RATE_WINDOW": "30s", "NOTIFLOW_ORDERING": "partition"})
 	if err != nil || c.Validate() != nil {
 		t.Fatalf("load: %v / %v", err, c.Validate())
 	}
@@ -96,8 +123,15 @@ func TestVarsAndOverrides(t *testing.T) {
 	if strings.Contains((Config{RedisPassword: "s3cret"}).LogValue().String(), "s3cret") {
 		t.Fatal("LogValue shows the Redis password")
 	}
+	var buf strings.Builder
+	if err := libconfig.Print(&buf, Config{RedisPassword: "s3cret"}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(buf.String(), "s3cret") || !strings.Contains(buf.String(), "NOTIFLOW_REDIS_PASSWORD=redacted\n") {
+		t.Fatalf("-print-config shows:\n%s", buf.String())
+	}
 	secret := "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw/Lh1pBC7dsE="
-	c, err = load(t, map[string]string{"NOTIFLOW_WEBHOOK_SIGNING_SECRET": secret + ",whsec_bm90LWEtdmFsaWQta2V5"})
+	c, err = load(map[string]string{"NOTIFLOW_WEBHOOK_SIGNING_SECRET": secret + ",whsec_bm90LWEtdmFsaWQta2V5"})
 	if err != nil || len(c.WebhookSigningSecrets) != 2 {
 		t.Fatalf("load signing secrets: %v, %d", err, len(c.WebhookSigningSecrets))
 	}
@@ -106,5 +140,12 @@ func TestVarsAndOverrides(t *testing.T) {
 	}
 	if strings.Contains(c.LogValue().String(), secret[6:]) {
 		t.Fatal("LogValue shows a webhook signing secret")
+	}
+	buf.Reset()
+	if err := libconfig.Print(&buf, c); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(buf.String(), secret[6:]) || !strings.Contains(buf.String(), "NOTIFLOW_WEBHOOK_SIGNING_SECRET=redacted\n") {
+		t.Fatalf("-print-config shows the webhook signing secret:\n%s", buf.String())
 	}
 }

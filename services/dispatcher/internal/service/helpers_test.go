@@ -11,6 +11,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	libconfig "github.com/notiflow/notiflow/lib/config"
 	"github.com/notiflow/notiflow/lib/testkit"
 	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
 	"github.com/notiflow/notiflow/services/dispatcher/internal/config"
@@ -31,8 +32,8 @@ func newEnv(t *testing.T, mutate func(*config.Config)) *env {
 	t.Helper()
 	brokers := testkit.KafkaBrokers(t)
 	_, prefix := testkit.Redis(t)
-	cfg, err := config.LoadFrom(func(string) (string, bool) { return "", false })
-	if err != nil {
+	var cfg config.Config
+	if err := libconfig.FillZero(&cfg); err != nil {
 		t.Fatalf("default config: %v", err)
 	}
 	cfg.Kafka.Brokers = brokers

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	libconfig "github.com/notiflow/notiflow/lib/config"
 	"github.com/notiflow/notiflow/lib/testkit"
 	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
 	"github.com/notiflow/notiflow/services/dispatcher/internal/config"
@@ -123,9 +124,13 @@ func TestRateLimitDeferredWaitEndsOnShutdown(t *testing.T) {
 	t.Parallel()
 	const window = 30 * time.Second
 	const prompt = 3 * time.Second
+	var def config.Config
+	if err := libconfig.FillZero(&def); err != nil {
+		t.Fatal(err)
+	}
 	e := newEnv(t, func(c *config.Config) {
 		c.RateLimit, c.RateWindow, c.RateLimitPolicy = 1, window, "defer"
-		c.DrainTimeout, c.ShutdownTimeout = config.DefaultDrainTimeout, config.DefaultShutdownTimeout
+		c.DrainTimeout, c.ShutdownTimeout = def.DrainTimeout, def.ShutdownTimeout
 	})
 	rdb, _ := testkit.Redis(t)
 	ctx := context.Background()

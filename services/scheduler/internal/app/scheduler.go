@@ -45,13 +45,17 @@ type Housekeeper interface {
 	Backlog(ctx context.Context) (int64, error)
 }
 
-// SchedulerOptions tune a Scheduler; zero values take the defaults noted.
+// SchedulerOptions tune a Scheduler. Tick, ClaimBatch and ShutdownTimeout
+// are required (positive): the service passes its configuration
+// (NOTIFLOW_TICK, NOTIFLOW_CLAIM_BATCH, NOTIFLOW_SHUTDOWN_TIMEOUT), whose
+// default tags are their defaults. The other zero values take the defaults
+// noted.
 type SchedulerOptions struct {
-	Tick            time.Duration // between scans; default 1s
-	ClaimBatch      int           // targets per claim transaction; default 5000
+	Tick            time.Duration // between scans
+	ClaimBatch      int           // targets per claim transaction
 	Policy          domain.MissedPolicy
 	Retention       time.Duration    // published outbox rows are kept this long
-	ShutdownTimeout time.Duration    // bound of the drain after ctx ends; default 20s
+	ShutdownTimeout time.Duration    // bound of the drain after ctx ends
 	Clock           func() time.Time // default time.Now
 	NewID           func() string    // notification ids; default NewUUIDv7
 	housekeepEvery  time.Duration
@@ -80,15 +84,6 @@ type Scheduler struct {
 
 // NewScheduler wires a Scheduler.
 func NewScheduler(leader *Leader, claims ClaimStore, relay *Relay, house Housekeeper, opts SchedulerOptions, log *slog.Logger, m *Metrics) *Scheduler {
-	if opts.Tick <= 0 {
-		opts.Tick = time.Second
-	}
-	if opts.ClaimBatch <= 0 {
-		opts.ClaimBatch = 5000
-	}
-	if opts.ShutdownTimeout <= 0 {
-		opts.ShutdownTimeout = 20 * time.Second
-	}
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}

@@ -37,12 +37,6 @@ type SecretCache interface {
 	MarkSynced(ctx context.Context) error
 }
 
-// Defaults of WebhookSecretsOptions.
-const (
-	DefaultSecretGrace = 24 * time.Hour
-	DefaultSecretSync  = 10 * time.Second
-)
-
 // syncMargin is how far back an incremental sync reaches before the start
 // of the previous one: it covers a transaction that stamped updated_at and
 // committed later.
@@ -51,11 +45,14 @@ const syncMargin = time.Minute
 // secretPage is how many records one sync step reads and writes.
 const secretPage = 1000
 
-// WebhookSecretsOptions tune WebhookSecrets; zero values take the defaults.
+// WebhookSecretsOptions tune WebhookSecrets (from the scheduler's
+// NOTIFLOW_WEBHOOK_SECRET_* settings).
 type WebhookSecretsOptions struct {
-	// Grace is how long a rotated-out secret stays valid.
+	// Grace is how long a rotated-out secret stays valid; it must be
+	// positive for Rotate.
 	Grace time.Duration
-	// SyncEvery is how often Run checks and refreshes the Redis copy.
+	// SyncEvery is how often Run checks and refreshes the Redis copy; it
+	// must be positive for Run.
 	SyncEvery time.Duration
 	// Clock is the clock (tests); time.Now by default.
 	Clock func() time.Time
@@ -84,12 +81,6 @@ type WebhookSecrets struct {
 
 // NewWebhookSecrets returns the secrets service.
 func NewWebhookSecrets(store SecretStore, cache SecretCache, opt WebhookSecretsOptions, log *slog.Logger) *WebhookSecrets {
-	if opt.Grace <= 0 {
-		opt.Grace = DefaultSecretGrace
-	}
-	if opt.SyncEvery <= 0 {
-		opt.SyncEvery = DefaultSecretSync
-	}
 	if opt.Clock == nil {
 		opt.Clock = time.Now
 	}
@@ -104,6 +95,9 @@ func NewWebhookSecrets(store SecretStore, cache SecretCache, opt WebhookSecretsO
 // Errors wrap domain.ErrNotFound and domain.ErrConflict (not a webhook
 // target).
 func (w *WebhookSecrets) Rotate(ctx context.Context, id int64) (webhooksig.Record, error) {
+	if w.opt.Grace <= 0 {
+		return webhooksig.Record{}, fmt.Errorf("rotate webhook secret: grace period %s is not positive", w.opt.Grace)
+	}
 	secret, err := webhooksig.Generate()
 	if err != nil {
 		return webhooksig.Record{}, err
@@ -162,8 +156,12 @@ func (w *WebhookSecrets) Sync(ctx context.Context, since time.Time) error {
 // the marker of a complete sync is missing (Redis was flushed or
 // replaced) or a write of this process failed, else the records updated
 // since shortly before its previous pass. Failures are logged and retried
-// at the next pass.
+// at the next pass. It returns an error only when SyncEvery is not
+// positive.
 func (w *WebhookSecrets) Run(ctx context.Context) error {
+	if w.opt.SyncEvery <= 0 {
+		return fmt.Errorf("webhook secrets sync: interval %s is not positive", w.opt.SyncEvery)
+	}
 	full, since := true, time.Time{}
 	for try := 1; ; try++ {
 		start, err := w.pass(ctx, full, since)

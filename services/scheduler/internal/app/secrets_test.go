@@ -75,7 +75,7 @@ func TestWebhookSecretsSyncHeals(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ws := app.NewWebhookSecrets(store, adapters.NewSecretCache(rdb, prefix), app.WebhookSecretsOptions{SyncEvery: 100 * time.Millisecond}, testLogger(t))
+	ws := app.NewWebhookSecrets(store, adapters.NewSecretCache(rdb, prefix), app.WebhookSecretsOptions{Grace: time.Hour, SyncEvery: 100 * time.Millisecond}, testLogger(t))
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- ws.Run(runCtx) }()
@@ -110,7 +110,7 @@ func TestWebhookSecretsSyncHeals(t *testing.T) {
 
 	down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
 	defer down.Close()
-	other := app.NewWebhookSecrets(store, adapters.NewSecretCache(down, prefix), app.WebhookSecretsOptions{}, nil)
+	other := app.NewWebhookSecrets(store, adapters.NewSecretCache(down, prefix), app.WebhookSecretsOptions{Grace: time.Hour}, nil)
 	rec, err := other.Rotate(ctx, live[0].ID)
 	if err != nil || rec.Previous != live[0].WebhookSecret || rec.Version != 2 {
 		t.Fatalf("rotate: %+v, %v", rec, err)

@@ -17,44 +17,16 @@ import (
 	"github.com/notiflow/notiflow/services/scheduler/internal/adapters"
 )
 
-// Defaults, as named constants for code that builds a Config by hand
-// (tests); the `default` tags below say the same.
-const (
-	DefaultHTTPAddr         = ":8080"
-	DefaultMySQLDSN         = "notiflow:notiflow@tcp(127.0.0.1:3306)/notiflow?parseTime=true&loc=UTC"
-	DefaultRedisAddr        = "127.0.0.1:6379"
-	DefaultTick             = time.Second
-	DefaultClaimBatch       = 5000
-	DefaultRelayBatch       = 5000
-	DefaultLockKey          = "notiflow:scheduler:scan"
-	DefaultLockTTL          = 10 * time.Second
-	DefaultBulkMax          = 10000
-	DefaultMaxParamsBytes   = 16384
-	DefaultMaxBulkBodyBytes = 32 << 20
-	DefaultMaxCatchUp       = 100
-	DefaultOutboxRetention  = time.Hour
-	DefaultShutdownTimeout  = 20 * time.Second
-	DefaultMySQLMaxConns    = 16
-
-	DefaultRedisPrefix           = "notiflow:"
-	DefaultDispatcherGroup       = "notiflow-dispatcher"
-	DefaultSinkGroup             = "notiflow-sink"
-	DefaultBenchLead             = 5 * time.Second
-	DefaultBenchStall            = 60 * time.Second
-	DefaultBenchSample           = 250 * time.Millisecond
-	DefaultBenchMaxNotifications = 1000000
-)
-
-// Config is the scheduler's configuration. Load it with Load, then call
-// Validate.
+// Config is the scheduler's configuration. Load it with lib/config
+// (LoadChecked in main), which validates it.
 type Config struct {
 	HTTPAddr      string `env:"NOTIFLOW_HTTP_ADDR" default:":8080"`
-	MySQLDSN      string `env:"NOTIFLOW_MYSQL_DSN" default:"notiflow:notiflow@tcp(127.0.0.1:3306)/notiflow?parseTime=true&loc=UTC"`
+	MySQLDSN      string `env:"NOTIFLOW_MYSQL_DSN" secret:"dsn" default:"notiflow:notiflow@tcp(127.0.0.1:3306)/notiflow?parseTime=true&loc=UTC"`
 	MySQLMaxConns int    `env:"NOTIFLOW_MYSQL_MAX_CONNS" default:"16"`
 	RedisAddr     string `env:"NOTIFLOW_REDIS_ADDR" default:"127.0.0.1:6379"`
-	RedisPassword string `env:"NOTIFLOW_REDIS_PASSWORD"`
+	RedisPassword string `env:"NOTIFLOW_REDIS_PASSWORD" secret:"true"`
 	// APIToken is the bearer token of the HTTP API. Secret: never logged.
-	APIToken       string `env:"NOTIFLOW_API_TOKEN"`
+	APIToken       string `env:"NOTIFLOW_API_TOKEN" secret:"true"`
 	InsecureNoAuth bool   `env:"NOTIFLOW_INSECURE_NO_AUTH" default:"false"`
 	LogLevel       string `env:"NOTIFLOW_LOG_LEVEL" default:"info"`
 
@@ -95,22 +67,6 @@ type Config struct {
 
 	HTTP  obs.ServerConfig
 	Kafka kafkax.Config
-}
-
-// Load reads the configuration from the process environment.
-func Load() (Config, error) { return LoadFrom(nil) }
-
-// LoadFrom reads the configuration from lookup (the process environment
-// when nil).
-func LoadFrom(lookup libconfig.Lookup) (Config, error) {
-	var c Config
-	var err error
-	if lookup == nil {
-		err = libconfig.Load(&c)
-	} else {
-		err = libconfig.LoadFrom(lookup, &c)
-	}
-	return c, err
 }
 
 // Validate returns every setting that cannot work, each error naming its
@@ -232,17 +188,10 @@ func (c Config) checkRecordLimit() error {
 // LogValue is what a log line shows of c: secrets (the API token, the
 // Redis password and the MySQL password) are left out.
 func (c Config) LogValue() slog.Value {
-	dsn := "invalid"
-	if d, err := mysql.ParseDSN(c.MySQLDSN); err == nil {
-		if d.Passwd != "" {
-			d.Passwd = "redacted"
-		}
-		dsn = d.FormatDSN()
-	}
 	return slog.GroupValue(
 		slog.String("http_addr", c.HTTPAddr),
 		slog.Any("http", c.HTTP),
-		slog.String("mysql_dsn", dsn),
+		slog.String("mysql_dsn", libconfig.RedactDSN(c.MySQLDSN)),
 		slog.String("redis_addr", c.RedisAddr),
 		slog.Bool("auth", c.APIToken != ""),
 		slog.Bool("scan_enabled", c.ScanEnabled),

@@ -3,12 +3,17 @@ package config
 import (
 	"bytes"
 	"log/slog"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	libconfig "github.com/notiflow/notiflow/lib/config"
 )
 
-func lookup(m map[string]string) func(string) (string, bool) {
-	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+// load fills a Config from env alone (not the process environment).
+func load(env map[string]string) (Config, error) {
+	return libconfig.LoadAs[Config](libconfig.MapLookup(env))
 }
 
 func TestValidate(t *testing.T) {
@@ -57,9 +62,9 @@ func TestValidate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			c, err := LoadFrom(lookup(tt.give))
+			c, err := load((tt.give))
 			if err != nil {
-				t.Fatalf("LoadFrom: %v", err)
+				t.Fatalf("load: %v", err)
 			}
 			err = c.Validate()
 			if len(tt.want) == 0 {
@@ -82,25 +87,29 @@ func TestValidate(t *testing.T) {
 
 func TestDefaults(t *testing.T) {
 	t.Parallel()
-	c, err := LoadFrom(lookup(map[string]string{}))
+	c, err := load((map[string]string{}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.HTTPAddr != DefaultHTTPAddr || c.MySQLDSN != DefaultMySQLDSN || c.Tick != DefaultTick || c.ClaimBatch != DefaultClaimBatch ||
-		c.LockTTL != DefaultLockTTL || c.LockKey != DefaultLockKey || c.BulkMax != DefaultBulkMax || !c.CollapseMissed || !c.ScanEnabled ||
-		c.RelayBatch != DefaultRelayBatch || c.MaxParamsBytes != DefaultMaxParamsBytes || c.OutboxRetention != DefaultOutboxRetention ||
-		c.ShutdownTimeout != DefaultShutdownTimeout || c.MaxCatchUp != DefaultMaxCatchUp || c.MySQLMaxConns != DefaultMySQLMaxConns ||
-		c.MaxBulkBodyBytes != DefaultMaxBulkBodyBytes || c.RedisAddr != DefaultRedisAddr || c.Kafka.TopicDue != "notify.due.v1" ||
-		c.RedisPrefix != DefaultRedisPrefix || c.DispatcherGroup != DefaultDispatcherGroup || c.SinkGroup != DefaultSinkGroup ||
-		c.BenchLead != DefaultBenchLead || c.BenchStall != DefaultBenchStall || c.BenchSample != DefaultBenchSample ||
-		c.BenchMaxNotifications != DefaultBenchMaxNotifications {
-		t.Fatalf("defaults differ from the named constants: %+v", c)
+	want := Config{
+		HTTPAddr: ":8080", MySQLDSN: "notiflow:notiflow@tcp(127.0.0.1:3306)/notiflow?parseTime=true&loc=UTC", MySQLMaxConns: 16,
+		RedisAddr: "127.0.0.1:6379", LogLevel: "info",
+		ScanEnabled: true, Tick: time.Second, ClaimBatch: 5000, RelayBatch: 5000, LockKey: "notiflow:scheduler:scan",
+		LockTTL: 10 * time.Second, CollapseMissed: true, MaxCatchUp: 100, OutboxRetention: time.Hour,
+		BulkMax: 10000, MaxParamsBytes: 16384, MaxBulkBodyBytes: 32 << 20, ShutdownTimeout: 20 * time.Second,
+		RedisPrefix: "notiflow:", DispatcherGroup: "notiflow-dispatcher", SinkGroup: "notiflow-sink",
+		BenchLead: 5 * time.Second, BenchStall: 60 * time.Second, BenchSample: 250 * time.Millisecond, BenchMaxNotifications: 1000000,
+		WebhookSecretGrace: 24 * time.Hour, WebhookSecretSync: 10 * time.Second,
+		HTTP: c.HTTP, Kafka: c.Kafka, // lib/obs and lib/kafkax test their own
+	}
+	if !reflect.DeepEqual(c, want) || c.Kafka.TopicDue != "notify.due.v1" {
+		t.Fatalf("defaults:\n got %+v\nwant %+v", c, want)
 	}
 }
 
 func TestLogValueHidesSecrets(t *testing.T) {
 	t.Parallel()
-	c, _ := LoadFrom(lookup(map[string]string{
+	c, _ := load((map[string]string{
 		"NOTIFLOW_API_TOKEN": "tok-abc", "NOTIFLOW_REDIS_PASSWORD": "redis-pw",
 		"NOTIFLOW_MYSQL_DSN": "u:db-pw@tcp(h:3306)/d?parseTime=true",
 	}))
@@ -110,5 +119,35 @@ func TestLogValueHidesSecrets(t *testing.T) {
 		if strings.Contains(buf.String(), secret) {
 			t.Errorf("log line shows %q: %s", secret, buf.String())
 		}
+	}
+}
+
+// TestPrintHidesSecrets checks what -print-config shows: every variable,
+// none of the secrets.
+func TestPrintHidesSecrets(t *testing.T) {
+	t.Parallel()
+	c, err := load(map[string]string{
+		"NOTIFLOW_API_TOKEN": "tok-abc", "NOTIFLOW_REDIS_PASSWORD": "redis-pw",
+		"NOTIFLOW_MYSQL_DSN": "u:db-pw@tcp(h:3306)/d?parseTime=true",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := libconfig.Print(&buf, &c); err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{"tok-abc", "redis-pw", "db-pw"} {
+		if strings.Contains(buf.String(), secret) {
+			t.Errorf("-print-config shows %q:\n%s", secret, buf.String())
+		}
+	}
+	for _, line := range []string{"NOTIFLOW_API_TOKEN=redacted\n", "NOTIFLOW_MYSQL_DSN=u:redacted@tcp(h:3306)/d?parseTime=true\n", "NOTIFLOW_TICK=1s\n"} {
+		if !strings.Contains(buf.String(), line) {
+			t.Errorf("-print-config lacks %q:\n%s", line, buf.String())
+		}
+	}
+	if n := strings.Count(buf.String(), "\n"); n != len(libconfig.Vars(&c)) {
+		t.Errorf("-print-config prints %d lines for %d variables", n, len(libconfig.Vars(&c)))
 	}
 }

@@ -69,7 +69,7 @@ func serve(t *testing.T, limits domain.Limits, opts ports.Options) *server {
 	targets := app.NewTargets(store, limits, 5, clk.Now)
 	rdb, prefix := testkit.Redis(t)
 	if opts.Secrets == nil {
-		opts.Secrets = app.NewWebhookSecrets(store, adapters.NewSecretCache(rdb, prefix), app.WebhookSecretsOptions{Clock: clk.Now}, nil)
+		opts.Secrets = app.NewWebhookSecrets(store, adapters.NewSecretCache(rdb, prefix), app.WebhookSecretsOptions{Grace: 24 * time.Hour, Clock: clk.Now}, nil)
 	}
 	targets.UseSecrets(opts.Secrets)
 	mux := obs.Mux(obs.NewHealth(nil), obs.NewRegistry())

@@ -112,7 +112,7 @@ func TestRotateWebhookSecret(t *testing.T) {
 			t.Fatalf("rotate answer %+v: %v", got, err)
 		}
 		if want := s.clock.Now().Add(24 * time.Hour); !got.PreviousValidUntil.Equal(want) {
-			t.Errorf("previous_valid_until %s, want %s (the default grace)", got.PreviousValidUntil, want)
+			t.Errorf("previous_valid_until %s, want %s (the grace period after now)", got.PreviousValidUntil, want)
 		}
 		rec, ok := s.redisRecord(t, created.ID)
 		if !ok || rec.Current != got.WebhookSecret || rec.Previous != prev || !rec.PreviousUntil.Equal(got.PreviousValidUntil) {

@@ -15,29 +15,13 @@ import (
 	"github.com/notiflow/notiflow/lib/obs"
 )
 
-// Defaults, as named constants for code that builds a Config by hand
-// (tests); the `default` tags below say the same.
-const (
-	DefaultHTTPAddr         = ":8082"
-	DefaultMySQLDSN         = "notiflow:notiflow@tcp(127.0.0.1:3306)/notiflow?parseTime=true&loc=UTC"
-	DefaultGroup            = "notiflow-sink"
-	DefaultBatchSize        = 200
-	DefaultBatchIdle        = time.Second
-	DefaultBatchMaxAge      = 2 * time.Second
-	DefaultFlushConcurrency = 4
-	DefaultFlushTimeout     = 30 * time.Second
-	DefaultRetryBackoffMax  = 2 * time.Second
-	DefaultMaxInFlight      = 5000
-	DefaultShutdownTimeout  = 20 * time.Second
-)
-
-// Config is the sink's configuration. Load it with Load, then call
-// Validate.
+// Config is the sink's configuration. Load it with lib/config
+// (LoadChecked in main), which validates it.
 type Config struct {
 	HTTPAddr string `env:"NOTIFLOW_HTTP_ADDR" default:":8082"`
 	LogLevel string `env:"NOTIFLOW_LOG_LEVEL" default:"info"`
 	// MySQLDSN holds the password: never logged as is.
-	MySQLDSN string `env:"NOTIFLOW_MYSQL_DSN" default:"notiflow:notiflow@tcp(127.0.0.1:3306)/notiflow?parseTime=true&loc=UTC"`
+	MySQLDSN string `env:"NOTIFLOW_MYSQL_DSN" secret:"dsn" default:"notiflow:notiflow@tcp(127.0.0.1:3306)/notiflow?parseTime=true&loc=UTC"`
 	Group    string `env:"NOTIFLOW_GROUP" default:"notiflow-sink"`
 
 	BatchSize        int           `env:"NOTIFLOW_BATCH_SIZE" default:"200"`
@@ -55,22 +39,6 @@ type Config struct {
 
 	HTTP  obs.ServerConfig
 	Kafka kafkax.Config
-}
-
-// Load reads the configuration from the process environment.
-func Load() (Config, error) { return LoadFrom(nil) }
-
-// LoadFrom reads the configuration from lookup (the process environment
-// when nil).
-func LoadFrom(lookup libconfig.Lookup) (Config, error) {
-	var c Config
-	var err error
-	if lookup == nil {
-		err = libconfig.Load(&c)
-	} else {
-		err = libconfig.LoadFrom(lookup, &c)
-	}
-	return c, err
 }
 
 // DrainTimeout is how long the consumer may take to finish its in-flight
@@ -133,17 +101,10 @@ func (c Config) Validate() error {
 
 // LogValue is what a log line shows of c: the MySQL password is left out.
 func (c Config) LogValue() slog.Value {
-	dsn := "invalid"
-	if d, err := mysql.ParseDSN(c.MySQLDSN); err == nil {
-		if d.Passwd != "" {
-			d.Passwd = "redacted"
-		}
-		dsn = d.FormatDSN()
-	}
 	return slog.GroupValue(
 		slog.String("http_addr", c.HTTPAddr),
 		slog.Any("http", c.HTTP),
-		slog.String("mysql_dsn", dsn),
+		slog.String("mysql_dsn", libconfig.RedactDSN(c.MySQLDSN)),
 		slog.String("group", c.Group),
 		slog.Bool("naive", c.Naive),
 		slog.Int("batch_size", c.BatchSize),

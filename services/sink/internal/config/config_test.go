@@ -1,26 +1,36 @@
 package config
 
 import (
+	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	libconfig "github.com/notiflow/notiflow/lib/config"
 )
 
-func lookup(m map[string]string) func(string) (string, bool) {
-	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+// load fills a Config from env alone (not the process environment).
+func load(env map[string]string) (Config, error) {
+	return libconfig.LoadAs[Config](libconfig.MapLookup(env))
 }
 
 func TestDefaultsAreValid(t *testing.T) {
 	t.Parallel()
-	c, err := LoadFrom(lookup(nil))
+	c, err := load(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Validate(); err != nil {
 		t.Fatalf("defaults invalid: %v", err)
 	}
-	if c.BatchSize != DefaultBatchSize || c.BatchIdle != DefaultBatchIdle || c.Group != DefaultGroup ||
-		c.FlushConcurrency != DefaultFlushConcurrency || c.HTTPAddr != DefaultHTTPAddr || c.MaxInFlight != DefaultMaxInFlight {
-		t.Fatalf("tags and constants disagree: %+v", c)
+	want := Config{
+		HTTPAddr: ":8082", LogLevel: "info", MySQLDSN: "notiflow:notiflow@tcp(127.0.0.1:3306)/notiflow?parseTime=true&loc=UTC",
+		Group: "notiflow-sink", BatchSize: 200, BatchIdle: time.Second, BatchMaxAge: 2 * time.Second, FlushConcurrency: 4,
+		FlushTimeout: 30 * time.Second, RetryBackoffMax: 2 * time.Second, MaxInFlight: 5000, ShutdownTimeout: 20 * time.Second,
+		HTTP: c.HTTP, Kafka: c.Kafka, // lib/obs and lib/kafkax test their own
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Fatalf("defaults:\n got %+v\nwant %+v", c, want)
 	}
 }
 
@@ -39,7 +49,7 @@ func TestValidateNamesTheVariable(t *testing.T) {
 		{map[string]string{"NOTIFLOW_GROUP": " "}, ""},
 	}
 	for _, tt := range tests {
-		c, err := LoadFrom(lookup(tt.give))
+		c, err := load((tt.give))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,7 +68,7 @@ func TestValidateNamesTheVariable(t *testing.T) {
 
 func TestLogValueHidesThePassword(t *testing.T) {
 	t.Parallel()
-	c, _ := LoadFrom(lookup(map[string]string{"NOTIFLOW_MYSQL_DSN": "u:s3cret@tcp(db:3306)/x"}))
+	c, _ := load((map[string]string{"NOTIFLOW_MYSQL_DSN": "u:s3cret@tcp(db:3306)/x"}))
 	if s := c.LogValue().String(); strings.Contains(s, "s3cret") {
 		t.Fatalf("password logged: %s", s)
 	}
@@ -66,8 +76,23 @@ func TestLogValueHidesThePassword(t *testing.T) {
 
 func TestBadValueIsReported(t *testing.T) {
 	t.Parallel()
-	_, err := LoadFrom(lookup(map[string]string{"NOTIFLOW_BATCH_IDLE": "soon"}))
+	_, err := load((map[string]string{"NOTIFLOW_BATCH_IDLE": "soon"}))
 	if err == nil || !strings.Contains(err.Error(), "NOTIFLOW_BATCH_IDLE") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestPrintHidesThePassword(t *testing.T) {
+	t.Parallel()
+	c, err := load(map[string]string{"NOTIFLOW_MYSQL_DSN": "u:s3cret@tcp(db:3306)/x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf strings.Builder
+	if err := libconfig.Print(&buf, &c); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(buf.String(), "s3cret") || !strings.Contains(buf.String(), "NOTIFLOW_MYSQL_DSN=u:redacted@tcp(db:3306)/x\n") {
+		t.Fatalf("-print-config shows:\n%s", buf.String())
 	}
 }
