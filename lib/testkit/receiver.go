@@ -25,6 +25,9 @@ type Call struct {
 	Path           string `json:"-"`
 	Status         int    `json:"-"` // what the receiver answered
 	At             time.Time
+	// Header and Raw are the request's headers and body as received.
+	Header http.Header `json:"-"`
+	Raw    []byte      `json:"-"`
 }
 
 // Respond chooses the status code of a call; n counts the calls on the
@@ -107,6 +110,7 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	c.IdempotencyKey = req.Header.Get("Idempotency-Key")
+	c.Header, c.Raw = req.Header.Clone(), data
 	c.Path = req.URL.Path
 	c.At = time.Now()
 	r.mu.Lock()

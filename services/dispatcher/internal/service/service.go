@@ -127,12 +127,22 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 		Prefix: cfg.RedisPrefix, InflightTTL: cfg.InflightTTL, DoneTTL: cfg.DedupTTL,
 		RateLimit: cfg.RateLimit, RateWindow: cfg.RateWindow, RatePolicy: cfg.RatePolicy(),
 	})
+	secrets, err := adapters.NewSecrets(s.rdb, adapters.SecretsOptions{
+		Prefix: cfg.RedisPrefix, Global: cfg.WebhookSigningSecrets, CacheTTL: cfg.WebhookSecretCache,
+	})
+	if err != nil {
+		_ = s.rdb.Close()
+		return nil, fmt.Errorf("NOTIFLOW_WEBHOOK_SIGNING_SECRET: %w", err)
+	}
+	if len(cfg.WebhookSigningSecrets) == 0 {
+		log.Warn("NOTIFLOW_WEBHOOK_SIGNING_SECRET is not set: webhooks of targets without their own secret go unsigned")
+	}
 	s.webhook, err = adapters.NewWebhook(adapters.WebhookOptions{
 		AttemptTimeout: cfg.WebhookTimeout, MaxElapsed: cfg.WebhookMaxElapsed,
 		BackoffMin: cfg.WebhookBackoffMin, BackoffMax: cfg.WebhookBackoffMax,
 		BreakerFailures: cfg.BreakerFailures, BreakerCooldown: cfg.BreakerCooldown,
 		Allow: cfg.WebhookAllow, MaxConnsPerHost: cfg.WebhookMaxConnsPerHost,
-		Latency: m.WebhookLatency, CircuitState: m.CircuitState,
+		Latency: m.WebhookLatency, CircuitState: m.CircuitState, Keys: secrets,
 	})
 	if err != nil {
 		_ = s.rdb.Close()

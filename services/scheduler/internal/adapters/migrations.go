@@ -198,6 +198,28 @@ var migrations = []mysqlx.Migration{
 			) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
 		},
 	},
+	{
+		// Webhook signing secrets, one row per target that has its own
+		// (see lib/webhooksig and app.WebhookSecrets). previous_secret
+		// stays valid until previous_until after a rotation; version grows
+		// with each rotation and guards the copy in Redis. updated_at is
+		// the database's clock, so that the incremental sync to Redis
+		// compares like with like across replicas.
+		Version: 7,
+		Name:    "webhook signing secrets",
+		Stmts: []string{
+			`CREATE TABLE IF NOT EXISTS webhook_secrets (
+				target_id       BIGINT UNSIGNED NOT NULL,
+				secret          VARCHAR(128) CHARACTER SET ascii NOT NULL,
+				previous_secret VARCHAR(128) CHARACTER SET ascii NULL,
+				previous_until  DATETIME(6) NULL,
+				version         BIGINT UNSIGNED NOT NULL,
+				updated_at      DATETIME(6) NOT NULL,
+				PRIMARY KEY (target_id),
+				KEY idx_webhook_secrets_updated (updated_at)
+			) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
+		},
+	},
 }
 
 // hasColumn reports whether table of the current database has column.

@@ -158,6 +158,8 @@ type dueRecord struct {
 	partition int
 	offset    int64
 	headers   map[string]string
+	// secretRequired is NotificationDue.webhook_secret_required.
+	secretRequired bool
 }
 
 func (e *env) consume(tb testing.TB) *consumer {
@@ -185,7 +187,7 @@ func (e *env) consume(tb testing.TB) *consumer {
 				}
 				c.byID[pb.GetNotificationId()] = append(c.byID[pb.GetNotificationId()], &dueRecord{
 					id: pb.GetNotificationId(), recipient: pb.GetRecipientId(), key: string(m.Key), sequence: pb.GetSequence(),
-					partition: m.Partition, offset: m.Offset, headers: h,
+					partition: m.Partition, offset: m.Offset, headers: h, secretRequired: pb.GetWebhookSecretRequired(),
 				})
 				c.total++
 			}

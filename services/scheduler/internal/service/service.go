@@ -39,7 +39,9 @@ type Service struct {
 	writer *kafka.Writer
 	sched  *app.Scheduler
 	bench  *benchapp.Service
-	mux    *http.ServeMux
+	// secrets keeps the Redis copy of the webhook signing secrets in step.
+	secrets *app.WebhookSecrets
+	mux     *http.ServeMux
 }
 
 // GCPercent is the garbage-collection target main applies unless GOGC is
@@ -97,8 +99,13 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 	targets := app.NewTargets(s.store, domain.Limits{
 		MaxParamsBytes: cfg.MaxParamsBytes, MaxRecordBytes: cfg.Kafka.MaxMessageBytes, RecordBytes: adapters.DueRecordBytes,
 	}, cfg.BulkMax, nil)
+	s.secrets = app.NewWebhookSecrets(s.store, adapters.NewSecretCache(s.rdb, cfg.RedisPrefix), app.WebhookSecretsOptions{
+		Grace: cfg.WebhookSecretGrace, SyncEvery: cfg.WebhookSecretSync,
+	}, log)
+	targets.UseSecrets(s.secrets)
 	ports.NewAPI(targets, ports.Options{
 		Token: cfg.APIToken, MaxParamsBytes: cfg.MaxParamsBytes, MaxBulkBodyBytes: cfg.MaxBulkBodyBytes, Parked: s.store,
+		Secrets: s.secrets,
 	}, log).Register(s.mux)
 	if cfg.APIToken == "" {
 		log.Warn("API authentication is disabled (NOTIFLOW_INSECURE_NO_AUTH): development only")
@@ -151,6 +158,7 @@ func (s *Service) Handler() http.Handler { return s.mux }
 // finishes its current claim batch, flushes the relay and releases the scan
 // lock (app.Scheduler.Run), and the benchmark service, which stops taking
 // runs and marks the runs it watches failed (benchapp.Service.Run). The
+// webhook secrets sync to Redis (app.WebhookSecrets.Run) is a helper. The
 // clients closed then are the Kafka writer, Redis and MySQL; the HTTP
 // server, closed last, lets in-flight API requests finish.
 //
@@ -168,6 +176,7 @@ func (s *Service) Run(ctx context.Context, ln net.Listener) error {
 	return svc.Runner{
 		Name: "scheduler", Log: s.log, Health: s.health,
 		Work:     []func(context.Context) error{scan, s.bench.Run},
+		Helpers:  []func(context.Context) error{s.secrets.Run},
 		Close:    s.close,
 		Listener: ln, Addr: s.cfg.HTTPAddr, Handler: s.mux, HTTP: s.cfg.HTTP,
 		ShutdownTimeout: s.cfg.ShutdownTimeout,
