@@ -11,7 +11,7 @@ TEST_ENV = NOTIFLOW_TEST_KAFKA=127.0.0.1:9092 \
 	NOTIFLOW_TEST_MYSQL_DSN='notiflow:notiflow@tcp(127.0.0.1:3306)/notiflow?parseTime=true&loc=UTC' \
 	NOTIFLOW_TEST_REDIS=127.0.0.1:6379
 
-.PHONY: all deps deps-down deps-status build test test-tools lint proto proto-check bench bench-compare bench-inbox bench-tool demo test-chaos
+.PHONY: all deps deps-down deps-status build test test-tools lint docs-check proto proto-check bench bench-compare bench-inbox bench-tool demo test-chaos
 
 # Benchmark knobs: make bench NOTIFICATIONS=20000 DISPATCHERS=3 ORDERING=partition
 NOTIFICATIONS ?= 100000
@@ -63,8 +63,8 @@ test: deps test-tools
 	done
 
 ## lint: gofmt, no production Go file over 500 lines, go vet, staticcheck, same Go version everywhere,
-## fresh protobuf code, one owner per table (scripts/check-owners.sh)
-lint: proto-check
+## fresh protobuf code, one owner per table (scripts/check-owners.sh), docs that state the present
+lint: proto-check docs-check
 	@scripts/check-owners.sh
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	@scripts/filelength.sh $(MODULES)
@@ -80,6 +80,10 @@ proto:
 
 proto-check:
 	@scripts/proto.sh --check
+
+## docs-check: no commit ids, work-period or machine labels, or out-of-repo pointers in the docs
+docs-check:
+	@scripts/check-docs.sh
 
 ## bench: end-to-end benchmark through the admin endpoint (bench/results/latest.json)
 bench: bench-tool

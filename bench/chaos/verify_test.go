@@ -100,18 +100,18 @@ func (w *world) verify(name string, recovery time.Duration, dlqWant map[string]s
 		if c.Status != http.StatusOK {
 			continue
 		}
-		if seenKey[c.Key] {
+		if seenKey[c.IdempotencyKey] {
 			o.RawRepeats++
 			continue
 		}
-		seenKey[c.Key] = true
-		if k, ok := byID[c.Key]; ok {
+		seenKey[c.IdempotencyKey] = true
+		if k, ok := byID[c.IdempotencyKey]; ok {
 			if keysByOcc[k] == nil {
 				keysByOcc[k] = map[string]bool{}
 			}
-			keysByOcc[k][c.Key] = true
+			keysByOcc[k][c.IdempotencyKey] = true
 		} else {
-			problem("receiver got key %s that no row carries", c.Key)
+			problem("receiver got key %s that no row carries", c.IdempotencyKey)
 		}
 		if last, ok := lastSeq[c.RecipientID]; ok && c.Sequence <= last {
 			o.OutOfOrder++

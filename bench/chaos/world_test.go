@@ -18,6 +18,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/notiflow/notiflow/bench/harness"
+	"github.com/notiflow/notiflow/lib/testkit"
 )
 
 var (
@@ -66,7 +67,7 @@ type world struct {
 	deps   harness.Deps
 	iso    harness.Isolation
 	stack  *harness.Stack
-	recv   *harness.Receiver
+	recv   *testkit.Receiver
 	admin  *harness.Admin
 	db     *sql.DB
 	n      int
@@ -99,7 +100,7 @@ func newWorld(t *testing.T, name string, l layout) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recv, err := harness.StartReceiver()
+	recv, err := testkit.StartReceiver(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +184,7 @@ func (w *world) createTargets(n, recipients int, lead, spread time.Duration) {
 			tg := target{RecipientID: w.recipient(i % recipients), Channel: "inbox", TemplateID: "welcome",
 				Params: map[string]string{"name": fmt.Sprintf("user %d", i)}, DueAt: due.UTC().Format(time.RFC3339Nano)}
 			if i%2 == 0 {
-				tg.Channel, tg.WebhookURL = "webhook", w.recv.URL()
+				tg.Channel, tg.WebhookURL = "webhook", w.recv.URL+"/hook"
 			}
 			req.Targets = append(req.Targets, tg)
 			dues = append(dues, due)

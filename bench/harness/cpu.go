@@ -37,12 +37,11 @@ func CPUSeconds(pid int) float64 {
 
 // Pid returns the process id of a running Proc, or 0.
 func (p *Proc) Pid() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd == nil || p.cmd.Process == nil {
+	run := p.current()
+	if run == nil {
 		return 0
 	}
-	return p.cmd.Process.Pid
+	return run.Cmd.Process.Pid
 }
 
 // DepPids returns the pids of the local Kafka, MariaDB and Redis that

@@ -5,16 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/notiflow/notiflow/lib/testkit"
 )
 
 // Services are the three binaries, by name.
@@ -30,10 +30,8 @@ func Build(ctx context.Context, root, binDir string, services ...string) error {
 		services = Services
 	}
 	for _, s := range services {
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(binDir, s), ".")
-		cmd.Dir = filepath.Join(root, "services", s)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("build %s: %w\n%s", s, err, out)
+		if err := testkit.GoBuild(ctx, filepath.Join(root, "services", s), ".", filepath.Join(binDir, s)); err != nil {
+			return fmt.Errorf("build %s: %w", s, err)
 		}
 	}
 	return nil
@@ -67,10 +65,8 @@ type Proc struct {
 	LogPath string
 	Bin     string
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
+	mu  sync.Mutex
+	run *testkit.Process // the current run; nil before the first start
 }
 
 // Stack runs service processes from BinDir, each with Base env plus its own.
@@ -92,21 +88,11 @@ func NewStack(binDir, logDir string, base map[string]string) (*Stack, error) {
 	return &Stack{BinDir: binDir, LogDir: logDir, Base: base, procs: map[string]*Proc{}}, nil
 }
 
-// FreeAddr returns a loopback address with a port nobody listens on now.
-func FreeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
 // Start launches service under name with the stack's base env plus env, on
 // a free port (NOTIFLOW_HTTP_ADDR), and waits until /readyz answers 200 or
 // ctx ends.
 func (s *Stack) Start(ctx context.Context, name, service string, env map[string]string) (*Proc, error) {
-	addr, err := FreeAddr()
+	addr, err := testkit.LoopbackAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -137,12 +123,6 @@ func (s *Stack) StartAt(ctx context.Context, name, service, addr string, env map
 }
 
 func (p *Proc) start() error {
-	logf, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return fmt.Errorf("open log %s: %w", p.LogPath, err)
-	}
-	cmd := exec.Command(p.Bin)
-	cmd.Stdout, cmd.Stderr = logf, logf
 	env := os.Environ()
 	keys := make([]string, 0, len(p.Env))
 	for k := range p.Env {
@@ -152,24 +132,21 @@ func (p *Proc) start() error {
 	for _, k := range keys {
 		env = append(env, k+"="+p.Env[k])
 	}
-	cmd.Env = env
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return fmt.Errorf("start %s: %w", p.Name, err)
+	run, err := testkit.Start(p.Bin, env, p.LogPath)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p.Name, err)
 	}
-	done := make(chan struct{})
 	p.mu.Lock()
-	p.cmd, p.done = cmd, done
+	p.run = run
 	p.mu.Unlock()
-	go func() {
-		err := cmd.Wait()
-		logf.Close()
-		p.mu.Lock()
-		p.err = err
-		p.mu.Unlock()
-		close(done)
-	}()
 	return nil
+}
+
+// current returns the current run (nil before the first start).
+func (p *Proc) current() *testkit.Process {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.run
 }
 
 // WaitReady polls /readyz until it answers 200, the process exits, or
@@ -186,12 +163,10 @@ func (p *Proc) WaitReady(ctx context.Context, timeout time.Duration) error {
 				return nil
 			}
 		}
-		p.mu.Lock()
-		done := p.done
-		p.mu.Unlock()
+		run := p.current()
 		select {
-		case <-done:
-			return fmt.Errorf("%s exited before it was ready: %v; log tail:\n%s", p.Name, p.exitErr(), p.LogTail(20))
+		case <-run.Done():
+			return fmt.Errorf("%s exited before it was ready: %v; log tail:\n%s", p.Name, run.Err(), p.LogTail(20))
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
@@ -202,19 +177,14 @@ func (p *Proc) WaitReady(ctx context.Context, timeout time.Duration) error {
 	}
 }
 
-func (p *Proc) exitErr() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.err
-}
-
 // Running reports whether the process is alive.
 func (p *Proc) Running() bool {
-	p.mu.Lock()
-	done := p.done
-	p.mu.Unlock()
+	run := p.current()
+	if run == nil {
+		return false
+	}
 	select {
-	case <-done:
+	case <-run.Done():
 		return false
 	default:
 		return true
@@ -231,19 +201,20 @@ func (p *Proc) Term(grace time.Duration) error {
 		p.Kill()
 		return fmt.Errorf("%s did not exit within %s of SIGTERM", p.Name, grace)
 	}
-	return p.exitErr()
+	if run := p.current(); run != nil {
+		return run.Err()
+	}
+	return nil
 }
 
 func (p *Proc) signal(sig syscall.Signal, wait time.Duration) bool {
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.mu.Unlock()
-	if cmd == nil || cmd.Process == nil {
+	run := p.current()
+	if run == nil {
 		return true
 	}
-	_ = cmd.Process.Signal(sig)
+	_ = run.Signal(sig)
 	select {
-	case <-done:
+	case <-run.Done():
 		return true
 	case <-time.After(wait):
 		return false
@@ -264,15 +235,10 @@ func (p *Proc) Restart(ctx context.Context) error {
 
 // LogTail returns the last n lines of the process log.
 func (p *Proc) LogTail(n int) string {
-	b, err := os.ReadFile(p.LogPath)
-	if err != nil {
-		return ""
+	if run := p.current(); run != nil {
+		return run.LogTail(n)
 	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+	return ""
 }
 
 // Procs returns the stack's processes of service (all when empty).
@@ -302,13 +268,11 @@ func (s *Stack) StopAll(grace time.Duration) {
 // PeakRSSKiB returns the process's peak resident set size (VmHWM) in KiB,
 // or 0 when it is not running or not readable.
 func (p *Proc) PeakRSSKiB() int {
-	p.mu.Lock()
-	cmd := p.cmd
-	p.mu.Unlock()
-	if cmd == nil || cmd.Process == nil {
+	pid := p.Pid()
+	if pid == 0 {
 		return 0
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
 	}

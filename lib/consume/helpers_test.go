@@ -102,27 +102,14 @@ func baseConfig(tb testing.TB, brokers []string, topic string) Config {
 	}
 }
 
-// runConsumer runs c in the background and returns a stop function that
-// cancels it and waits for Run to return.
+// runConsumer runs c in the background until the test ends; stop cancels
+// it, waits for Run to return and fails the test if Run returned an error.
 func runConsumer[T any](tb testing.TB, c *Consumer[T]) (stop func()) {
 	tb.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					tb.Errorf("Run: %v", err)
-				}
-			case <-time.After(60 * time.Second):
-				tb.Errorf("Run did not return within 60s of cancel")
-			}
-		})
+	run := testkit.Go(tb, c.Run)
+	return func() {
+		if err := run.Stop(); err != nil {
+			tb.Errorf("Run: %v", err)
+		}
 	}
-	tb.Cleanup(stop)
-	return stop
 }

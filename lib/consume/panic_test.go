@@ -1,12 +1,10 @@
 package consume
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -36,25 +34,6 @@ func metricValue(reg prometheus.Gatherer, name string) (float64, error) {
 		return sum, nil
 	}
 	return 0, fmt.Errorf("no metric %s", name)
-}
-
-// lockedBuffer is a bytes.Buffer safe for concurrent use, for a logger's
-// output.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // readDeadLetters reads n records from the single partition of topic.
@@ -111,7 +90,7 @@ func TestHandlerPanicIsDeadLettered(t *testing.T) {
 			cfg := baseConfig(t, brokers, topic)
 			cfg.DLQ = kafkax.NewDeadLetter(w, dlqTopic, "test-svc")
 			cfg.Registerer = reg
-			var logs lockedBuffer
+			var logs testkit.LogBuffer
 			cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 			cfg.InlineBelow = tt.inlineBelow
 			cfg.BatchSize, cfg.BatchIdle = 8, 50*time.Millisecond

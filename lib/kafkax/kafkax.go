@@ -75,7 +75,8 @@ func (c Config) Topics() []kafka.TopicConfig {
 }
 
 // EnsureTopics creates the topics that do not exist yet. Existing topics are
-// left as they are, so it is safe to call from every replica at start.
+// left as they are, so it is safe to call from every replica at start. A
+// topic Kafka refuses is reported as a *TopicError naming it.
 func EnsureTopics(ctx context.Context, brokers []string, topics ...kafka.TopicConfig) error {
 	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 30 * time.Second}
 	resp, err := client.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: topics})
@@ -85,7 +86,7 @@ func EnsureTopics(ctx context.Context, brokers []string, topics ...kafka.TopicCo
 	var errs []error
 	for name, terr := range resp.Errors {
 		if terr != nil && !errors.Is(terr, kafka.TopicAlreadyExists) {
-			errs = append(errs, fmt.Errorf("create topic %s: %w", name, terr))
+			errs = append(errs, &TopicError{Topic: name, Err: fmt.Errorf("create: %w", terr)})
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -104,13 +105,12 @@ func waitForLeaders(ctx context.Context, client *kafka.Client, topics []kafka.To
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: names})
-		if err == nil && allLed(md, names) {
-			return nil
+		if err == nil {
+			if err = topicsLed(md, names); err == nil {
+				return nil
+			}
 		}
 		if time.Now().After(deadline) {
-			if err == nil {
-				err = errors.New("partitions without a leader")
-			}
 			return fmt.Errorf("wait for topic leaders: %w", err)
 		}
 		select {
@@ -119,22 +119,6 @@ func waitForLeaders(ctx context.Context, client *kafka.Client, topics []kafka.To
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-func allLed(md *kafka.MetadataResponse, names []string) bool {
-	found := 0
-	for _, t := range md.Topics {
-		if t.Error != nil || len(t.Partitions) == 0 {
-			return false
-		}
-		for _, p := range t.Partitions {
-			if p.Error != nil || p.Leader.Host == "" {
-				return false
-			}
-		}
-		found++
-	}
-	return found == len(names)
 }
 
 // WriterOptions tune NewWriter. The zero value is the production default.

@@ -11,37 +11,19 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/notiflow/notiflow/lib/config"
+	"github.com/notiflow/notiflow/lib/testkit"
 )
-
-// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 // /readyz answers the status and the names of failing checks, never their
 // errors (which name internal addresses); the errors go to the log, once
 // per change, not once per probe.
 func TestReadiness(t *testing.T) {
 	t.Parallel()
-	var logs syncBuffer
+	var logs testkit.LogBuffer
 	h := NewHealth(slog.New(slog.NewTextHandler(&logs, nil)))
 	srv := httptest.NewServer(Mux(h, NewRegistry()))
 	defer srv.Close()
@@ -97,15 +79,7 @@ func serve(t *testing.T, cfg ServerConfig, handler http.Handler) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- ServeListener(ctx, ln, handler, cfg, time.Second) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("ServeListener: %v", err)
-		}
-	})
+	testkit.Go(t, func(ctx context.Context) error { return ServeListener(ctx, ln, handler, cfg, time.Second) })
 	return ln.Addr().String()
 }
 

@@ -163,7 +163,7 @@ func runDispatchBench(b *testing.B, ordering string, replicas int) {
 		var dump strings.Builder
 		for _, p := range procs {
 			_, body, _ := p.get("/metrics")
-			fmt.Fprintf(&dump, "# %s %s x%d\n%s", p.name, ordering, replicas, body)
+			fmt.Fprintf(&dump, "# %s %s x%d\n%s", p.Name, ordering, replicas, body)
 		}
 		_ = os.WriteFile(path, []byte(dump.String()), 0o644)
 	}
@@ -176,8 +176,8 @@ func runDispatchBench(b *testing.B, ordering string, replicas int) {
 	b.ReportMetric(overall, "events/s-incl-startup")
 	var rss []string
 	for i, p := range procs {
-		hwm := statusKB(p.cmd.Process.Pid, "VmHWM")
-		b.ReportMetric(cpuSeconds(p.cmd.Process.Pid), fmt.Sprintf("cpu-s-r%d", i))
+		hwm := statusKB(p.Cmd.Process.Pid, "VmHWM")
+		b.ReportMetric(cpuSeconds(p.Cmd.Process.Pid), fmt.Sprintf("cpu-s-r%d", i))
 		b.ReportMetric(float64(hwm)/1024, fmt.Sprintf("MiB-peak-rss-r%d", i))
 		b.ReportMetric(peakHeap[i]/(1<<20), fmt.Sprintf("MiB-peak-heap-r%d", i))
 		rss = append(rss, fmt.Sprintf("replica%d peak RSS %.0f MiB, peak heap in use %.0f MiB", i, float64(hwm)/1024, peakHeap[i]/(1<<20)))

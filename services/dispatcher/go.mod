@@ -10,7 +10,7 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/segmentio/kafka-go v0.4.51
 	github.com/sony/gobreaker/v2 v2.4.0
-	golang.org/x/sync v0.22.0
+	github.com/standard-webhooks/standard-webhooks/libraries v1.3.0
 	google.golang.org/protobuf v1.36.12
 )
 

@@ -5,14 +5,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,98 +21,34 @@ import (
 	"github.com/notiflow/notiflow/services/dispatcher/internal/dispatchtest"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// binary builds the dispatcher once per test binary and returns its path.
+// binary is the dispatcher binary, built once per test binary.
 func binary(tb testing.TB) string {
 	tb.Helper()
 	if path := os.Getenv("DISPATCH_BENCH_BINARY"); path != "" {
 		return path // benchmarks only: compare another build
 	}
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "dispatcher-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "dispatcher")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		tb.Fatal(buildErr)
-	}
-	return binPath
+	return testkit.Binary(tb, ".")
 }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binPath != "" {
-		_ = os.RemoveAll(filepath.Dir(binPath))
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testkit.RunTests(m)) }
 
-func freeAddr(tb testing.TB) string {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// proc is a dispatcher subprocess.
+// proc is a dispatcher subprocess serving HTTP on addr.
 type proc struct {
-	name string
-	cmd  *exec.Cmd
+	*testkit.Proc
 	addr string
-	log  string
-	done chan struct{} // closed when the process exited; err is then set
-	err  error
 }
 
-// startProc runs the binary with env (NOTIFLOW_* of the test process are
-// not inherited) and stops it with SIGKILL at cleanup if still running.
+// startProc runs the binary with env on a free port (testkit.StartProc:
+// NOTIFLOW_* of the test process are not inherited, SIGKILL at cleanup).
 func startProc(tb testing.TB, name string, env map[string]string) *proc {
 	tb.Helper()
-	p := &proc{name: name, addr: freeAddr(tb), log: filepath.Join(tb.TempDir(), name+".log"), done: make(chan struct{})}
-	logf, err := os.Create(p.log)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	p.cmd = exec.Command(binary(tb))
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "NOTIFLOW_") {
-			p.cmd.Env = append(p.cmd.Env, kv)
-		}
-	}
-	env["NOTIFLOW_HTTP_ADDR"] = p.addr
+	addr := testkit.FreeAddr(tb)
+	env["NOTIFLOW_HTTP_ADDR"] = addr
+	vars := make([]string, 0, len(env))
 	for k, v := range env {
-		p.cmd.Env = append(p.cmd.Env, k+"="+v)
+		vars = append(vars, k+"="+v)
 	}
-	p.cmd.Stdout, p.cmd.Stderr = logf, logf
-	if err := p.cmd.Start(); err != nil {
-		tb.Fatalf("start %s: %v", name, err)
-	}
-	go func() { p.err = p.cmd.Wait(); logf.Close(); close(p.done) }()
-	tb.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		if tb.Failed() {
-			data, _ := os.ReadFile(p.log)
-			lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-			tb.Logf("last log lines of %s:\n%s", name, strings.Join(lines[max(0, len(lines)-30):], "\n"))
-		}
-	})
-	return p
+	return &proc{Proc: testkit.StartProc(tb, name, binary(tb), vars...), addr: addr}
 }
 
 func (p *proc) get(path string) (int, string, error) {
@@ -154,7 +86,7 @@ func (p *proc) waitReady(tb testing.TB) {
 	testkit.Eventually(tb, 60*time.Second, func() error {
 		code, body, err := p.get("/readyz")
 		if err != nil || code != http.StatusOK {
-			return fmt.Errorf("%s /readyz: %d %q %v", p.name, code, body, err)
+			return fmt.Errorf("%s /readyz: %d %q %v", p.Name, code, body, err)
 		}
 		return nil
 	})
@@ -192,7 +124,7 @@ func TestTwoProcessesOneKilled(t *testing.T) {
 	env := baseEnv(t, partitions)
 	env["NOTIFLOW_INFLIGHT_TTL"] = "2s"
 	env["NOTIFLOW_WORKERS"] = "8"
-	rcv := dispatchtest.NewReceiver(t, func(dispatchtest.Call, int) int {
+	rcv := testkit.NewReceiver(t, func(testkit.Call, int) int {
 		time.Sleep(3 * time.Millisecond)
 		return http.StatusOK
 	})
@@ -224,11 +156,11 @@ func TestTwoProcessesOneKilled(t *testing.T) {
 		}
 		return nil
 	})
-	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := a.Signal(syscall.SIGKILL); err != nil {
 		t.Fatalf("kill a: %v", err)
 	}
 	killedAt := time.Now()
-	<-a.done
+	<-a.Done()
 	t.Logf("killed a after %d results", results.Len())
 
 	// Every notification gets a result.
@@ -299,13 +231,13 @@ func TestTwoProcessesOneKilled(t *testing.T) {
 	}
 
 	// The survivor drains and exits 0 on SIGTERM, within the shutdown timeout.
-	if err := b.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := b.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-b.done:
-		if b.err != nil {
-			t.Fatalf("b exited with %v after SIGTERM, want 0", b.err)
+	case <-b.Done():
+		if err := b.Err(); err != nil {
+			t.Fatalf("b exited with %v after SIGTERM, want 0", err)
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("b did not exit within 20s of SIGTERM")

@@ -17,7 +17,7 @@ func TestRefusesParamsThatCannotFitARecord(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	// Services nobody listens on: the check must stop the process first.
-	cmd := child("NOTIFLOW_INSECURE_NO_AUTH=true", "NOTIFLOW_MAX_PARAMS_BYTES=1048576", "NOTIFLOW_KAFKA_MAX_MESSAGE_BYTES=1000000",
+	cmd := command(t, "NOTIFLOW_INSECURE_NO_AUTH=true", "NOTIFLOW_MAX_PARAMS_BYTES=1048576", "NOTIFLOW_KAFKA_MAX_MESSAGE_BYTES=1000000",
 		"NOTIFLOW_MYSQL_DSN=u:p@tcp(127.0.0.1:1)/none?parseTime=true", "NOTIFLOW_REDIS_ADDR=127.0.0.1:1", "NOTIFLOW_KAFKA_BROKERS=127.0.0.1:1")
 	run := exec.CommandContext(ctx, cmd.Path, cmd.Args[1:]...)
 	run.Env = cmd.Env

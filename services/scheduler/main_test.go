@@ -1,17 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,25 +18,20 @@ import (
 	"github.com/notiflow/notiflow/lib/testkit"
 )
 
-// TestMain lets a test run this binary's main in a child process.
-func TestMain(m *testing.M) {
-	if os.Getenv("SCHEDULER_TEST_RUN_MAIN") == "1" {
-		main()
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { os.Exit(testkit.RunTests(m)) }
 
-// child runs main in a child process with exactly env (plus the switch).
-func child(env ...string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append([]string{"SCHEDULER_TEST_RUN_MAIN=1", "PATH=" + os.Getenv("PATH")}, env...)
+// command is the scheduler binary with the test's environment less its
+// NOTIFLOW_* variables, plus env.
+func command(t *testing.T, env ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(testkit.Binary(t, "."))
+	cmd.Env = testkit.ProcEnv(env...)
 	return cmd
 }
 
 func TestRefusesToStartWithoutToken(t *testing.T) {
 	t.Parallel()
-	out, err := child().CombinedOutput()
+	out, err := command(t).CombinedOutput()
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 2 {
 		t.Fatalf("exit: %v, want status 2; output:\n%s", err, out)
@@ -51,24 +43,11 @@ func TestRefusesToStartWithoutToken(t *testing.T) {
 
 func TestRefusesBadSettings(t *testing.T) {
 	t.Parallel()
-	out, err := child("NOTIFLOW_INSECURE_NO_AUTH=true", "NOTIFLOW_TICK=soon", "NOTIFLOW_CLAIM_BATCH=0").CombinedOutput()
+	out, err := command(t, "NOTIFLOW_INSECURE_NO_AUTH=true", "NOTIFLOW_TICK=soon", "NOTIFLOW_CLAIM_BATCH=0").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), `NOTIFLOW_TICK="soon"`) {
 		t.Fatalf("exit %v; output:\n%s", err, out)
 	}
 }
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // TestProcess runs the real process against the real services: it gets
 // ready, accepts a target over the API, publishes it when due, and on
@@ -78,43 +57,27 @@ func TestProcess(t *testing.T) {
 	brokers := testkit.KafkaBrokers(t)
 	topic := testkit.Topic(t, brokers, 3)
 	_, prefix := testkit.Redis(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
+	addr := testkit.FreeAddr(t)
 	const secret = "process-test-token-XYZ"
-	cmd := child(
-		"NOTIFLOW_HTTP_ADDR="+addr,
-		"NOTIFLOW_MYSQL_DSN="+testkit.MySQLDSN(t),
-		"NOTIFLOW_REDIS_ADDR="+testkit.RedisAddr(t),
-		"NOTIFLOW_LOCK_KEY="+prefix+"scan",
-		"NOTIFLOW_KAFKA_BROKERS="+strings.Join(brokers, ","),
-		"NOTIFLOW_TOPIC_DUE="+topic,
-		"NOTIFLOW_TOPIC_DISPATCHED="+topic+"-d",
-		"NOTIFLOW_TOPIC_DLQ="+topic+"-dlq",
+	env := []string{
+		"NOTIFLOW_HTTP_ADDR=" + addr,
+		"NOTIFLOW_MYSQL_DSN=" + testkit.MySQLDSN(t),
+		"NOTIFLOW_REDIS_ADDR=" + testkit.RedisAddr(t),
+		"NOTIFLOW_LOCK_KEY=" + prefix + "scan",
+		"NOTIFLOW_KAFKA_BROKERS=" + strings.Join(brokers, ","),
+		"NOTIFLOW_TOPIC_DUE=" + topic,
+		"NOTIFLOW_TOPIC_DISPATCHED=" + topic + "-d",
+		"NOTIFLOW_TOPIC_DLQ=" + topic + "-dlq",
 		"NOTIFLOW_KAFKA_PARTITIONS=3",
-		"NOTIFLOW_API_TOKEN="+secret,
+		"NOTIFLOW_API_TOKEN=" + secret,
 		"NOTIFLOW_TICK=100ms",
 		"NOTIFLOW_LOG_LEVEL=debug",
-	)
+	}
 	t.Cleanup(func() {
 		client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
 		_, _ = client.DeleteTopics(context.Background(), &kafka.DeleteTopicsRequest{Topics: []string{topic + "-d", topic + "-dlq"}})
 	})
-	var logs syncBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	var waitErr error
-	go func() { waitErr = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
+	p := testkit.StartProc(t, "scheduler", testkit.Binary(t, "."), env...)
 	base := "http://" + addr
 	testkit.Eventually(t, 60*time.Second, func() error {
 		resp, err := http.Get(base + "/readyz")
@@ -149,24 +112,19 @@ func TestProcess(t *testing.T) {
 	defer cancel()
 	m, err := r.ReadMessage(ctx)
 	if err != nil {
-		t.Fatalf("no notification on %s: %v\nlogs:\n%s", topic, err, logs.String())
+		t.Fatalf("no notification on %s: %v\nlogs:\n%s", topic, err, p.Logs())
 	}
 	if string(m.Key) != "proc-1" {
 		t.Fatalf("key %q", m.Key)
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-exited:
-		if waitErr != nil {
-			t.Fatalf("exit after SIGTERM: %v\nlogs:\n%s", waitErr, logs.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("no exit within 30s of SIGTERM\nlogs:\n%s", logs.String())
+	if err := p.Wait(30 * time.Second); err != nil {
+		t.Fatalf("exit after SIGTERM: %v (want status 0 within 30s)\nlogs:\n%s", err, p.Logs())
 	}
-	out := logs.String()
+	out := p.Logs()
 	if strings.Contains(out, secret) {
 		t.Error("the API token appears in the logs")
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/notiflow/notiflow/bench/harness"
+	"github.com/notiflow/notiflow/lib/testkit"
 )
 
 // cmdDemo starts the dependencies and the services on their usual ports,
@@ -65,7 +66,7 @@ func cmdDemo(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	recv, err := harness.StartReceiver()
+	recv, err := testkit.StartReceiver(nil)
 	if err != nil {
 		return err
 	}
@@ -78,7 +79,7 @@ func cmdDemo(ctx context.Context, args []string) error {
 		{"recipient_id": "alice", "channel": "inbox", "template_id": "reminder", "params": map[string]any{"name": "Alice", "what": "stand-up"}, "cron": "* * * * *", "time_zone": "Europe/Berlin"},
 		{"recipient_id": "bob", "channel": "inbox", "template_id": "welcome", "params": map[string]any{"name": "Bob"}, "due_at": soon},
 		{"recipient_id": "carol", "channel": "inbox", "template_id": "welcome", "params": map[string]any{"name": "Carol"}, "due_at": later},
-		{"recipient_id": "dave", "channel": "webhook", "webhook_url": recv.URL(), "template_id": "welcome", "params": map[string]any{"name": "Dave"}, "due_at": soon},
+		{"recipient_id": "dave", "channel": "webhook", "webhook_url": recv.URL + "/hook", "template_id": "welcome", "params": map[string]any{"name": "Dave"}, "due_at": soon},
 	}
 	for _, s := range samples {
 		var created json.RawMessage

@@ -156,11 +156,15 @@ type NotificationDue struct {
 	// occurrence_at_us identifies the occurrence together with target_id.
 	OccurrenceAtUs int64 `protobuf:"varint,9,opt,name=occurrence_at_us,json=occurrenceAtUs,proto3" json:"occurrence_at_us,omitempty"`
 	// sequence increases per recipient in outbox order.
-	Sequence      uint64 `protobuf:"varint,10,opt,name=sequence,proto3" json:"sequence,omitempty"`
-	RunId         string `protobuf:"bytes,11,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	CreatedAtUs   int64  `protobuf:"varint,12,opt,name=created_at_us,json=createdAtUs,proto3" json:"created_at_us,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Sequence    uint64 `protobuf:"varint,10,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	RunId       string `protobuf:"bytes,11,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	CreatedAtUs int64  `protobuf:"varint,12,opt,name=created_at_us,json=createdAtUs,proto3" json:"created_at_us,omitempty"`
+	// webhook_secret_required is set for a webhook target that has its own
+	// signing secret: the dispatcher then sends only when it has that
+	// secret (see lib/webhooksig), never unsigned or with the global one.
+	WebhookSecretRequired bool `protobuf:"varint,13,opt,name=webhook_secret_required,json=webhookSecretRequired,proto3" json:"webhook_secret_required,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *NotificationDue) Reset() {
@@ -275,6 +279,13 @@ func (x *NotificationDue) GetCreatedAtUs() int64 {
 		return x.CreatedAtUs
 	}
 	return 0
+}
+
+func (x *NotificationDue) GetWebhookSecretRequired() bool {
+	if x != nil {
+		return x.WebhookSecretRequired
+	}
+	return false
 }
 
 // NotificationDispatched is the outcome of dispatching one NotificationDue.
@@ -469,7 +480,7 @@ var File_notiflow_v1_notification_proto protoreflect.FileDescriptor
 
 const file_notiflow_v1_notification_proto_rawDesc = "" +
 	"\n" +
-	"\x1enotiflow/v1/notification.proto\x12\vnotiflow.v1\"\xaa\x03\n" +
+	"\x1enotiflow/v1/notification.proto\x12\vnotiflow.v1\"\xe2\x03\n" +
 	"\x0fNotificationDue\x12'\n" +
 	"\x0fnotification_id\x18\x01 \x01(\tR\x0enotificationId\x12\x1b\n" +
 	"\ttarget_id\x18\x02 \x01(\x04R\btargetId\x12!\n" +
@@ -486,7 +497,8 @@ const file_notiflow_v1_notification_proto_rawDesc = "" +
 	"\bsequence\x18\n" +
 	" \x01(\x04R\bsequence\x12\x15\n" +
 	"\x06run_id\x18\v \x01(\tR\x05runId\x12\"\n" +
-	"\rcreated_at_us\x18\f \x01(\x03R\vcreatedAtUs\"\x95\x05\n" +
+	"\rcreated_at_us\x18\f \x01(\x03R\vcreatedAtUs\x126\n" +
+	"\x17webhook_secret_required\x18\r \x01(\bR\x15webhookSecretRequired\"\x95\x05\n" +
 	"\x16NotificationDispatched\x12'\n" +
 	"\x0fnotification_id\x18\x01 \x01(\tR\x0enotificationId\x12\x1b\n" +
 	"\ttarget_id\x18\x02 \x01(\x04R\btargetId\x12(\n" +

@@ -58,9 +58,8 @@ var migrations = []mysqlx.Migration{
 		},
 	},
 	{
-		// Fewer B-trees per inserted row (measured: the sink's raw
-		// ceiling rose by about a fifth, MariaDB's CPU per row fell by as
-		// much). The occurrence (target_id, occurrence_at) is unique (the
+		// Fewer B-trees per inserted row, so less MariaDB CPU per row
+		// (bench/README.md, BenchmarkSink). The occurrence (target_id, occurrence_at) is unique (the
 		// scheduler's outbox key; the notification id is derived from it)
 		// and becomes the clustered primary key, which also serves a
 		// target's history and the benchmark's per-run counts by target id

@@ -12,7 +12,6 @@ import (
 
 	"github.com/notiflow/notiflow/lib/testkit"
 	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
-	"github.com/notiflow/notiflow/services/dispatcher/internal/dispatchtest"
 )
 
 // Many endpoints do not make many series: past CircuitSeries endpoints,
@@ -27,7 +26,7 @@ func TestWebhookCircuitSeriesBounded(t *testing.T) {
 		if i == 19 {
 			code = http.StatusInternalServerError // its circuit opens
 		}
-		rcv := dispatchtest.NewReceiver(t, func(dispatchtest.Call, int) int { return code })
+		rcv := testkit.NewReceiver(t, func(testkit.Call, int) int { return code })
 		if _, err := w.Send(ctx, due("n", rcv.URL+"/x"), "body"); err != nil {
 			t.Fatal(err)
 		}
@@ -54,7 +53,7 @@ func TestWebhookCircuitSeriesIdle(t *testing.T) {
 	go func() { _ = w.Run(ctx) }()
 
 	for i := 0; i < 3; i++ {
-		rcv := dispatchtest.NewReceiver(t, nil)
+		rcv := testkit.NewReceiver(t, nil)
 		if out, err := w.Send(ctx, due("n", rcv.URL+"/x"), "body"); err != nil || out.Status != notiflowv1.Status_STATUS_DELIVERED {
 			t.Fatalf("send: %+v, %v", out, err)
 		}
@@ -62,7 +61,7 @@ func TestWebhookCircuitSeriesIdle(t *testing.T) {
 	release := make(chan struct{})
 	var once sync.Once
 	unblock := func() { once.Do(func() { close(release) }) }
-	slow := dispatchtest.NewReceiver(t, func(dispatchtest.Call, int) int { <-release; return http.StatusOK })
+	slow := testkit.NewReceiver(t, func(testkit.Call, int) int { <-release; return http.StatusOK })
 	t.Cleanup(unblock) // runs before the receiver closes, even when the test fails
 	sent := make(chan error, 1)
 	go func() { _, err := w.Send(ctx, due("slow", slow.URL+"/x"), "body"); sent <- err }()

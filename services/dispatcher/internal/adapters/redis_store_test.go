@@ -23,10 +23,7 @@ func testStore(t *testing.T, opt StoreOptions) (*Store, *redis.Client, prometheu
 	rdb, prefix := testkit.Redis(t)
 	size := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "size", Buckets: []float64{1, 2, 8, 64}})
 	b := NewBatcher(rdb, 64, 2, 2*time.Second, size)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = b.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	testkit.Go(t, b.Run)
 	opt.Prefix = prefix
 	if opt.InflightTTL == 0 {
 		opt.InflightTTL = 10 * time.Second
@@ -202,9 +199,7 @@ func TestBatcherRedisDown(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	defer rdb.Close()
 	b := NewBatcher(rdb, 16, 1, time.Second, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = b.Run(ctx); close(done) }()
+	run := testkit.Go(t, b.Run)
 	cmd := redis.NewStatusCmd(context.Background(), "ping")
 	if err := b.Do(context.Background(), cmd); err != nil {
 		t.Fatalf("Do: %v", err)
@@ -212,8 +207,9 @@ func TestBatcherRedisDown(t *testing.T) {
 	if cmd.Err() == nil {
 		t.Fatal("ping through a closed port succeeded")
 	}
-	cancel()
-	<-done
+	if err := run.Stop(); err != nil {
+		t.Fatalf("batcher Run: %v", err)
+	}
 	if err := b.Do(context.Background(), redis.NewStatusCmd(context.Background(), "ping")); !errors.Is(err, ErrBatcherClosed) {
 		t.Fatalf("Do after stop: %v, want ErrBatcherClosed", err)
 	}

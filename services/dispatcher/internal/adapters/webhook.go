@@ -17,6 +17,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/notiflow/notiflow/lib/consume"
+	"github.com/notiflow/notiflow/lib/webhooksig"
 	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
 	"github.com/notiflow/notiflow/services/dispatcher/internal/domain"
 )
@@ -47,6 +48,16 @@ type WebhookOptions struct {
 	// series (see breakers). Zero: DefaultCircuitIdle, DefaultCircuitSeries.
 	CircuitIdle   time.Duration
 	CircuitSeries int
+	// Keys gives the signing keys of each attempt; nil sends no
+	// webhook-signature header.
+	Keys KeySource
+}
+
+// KeySource gives the keys a notification's webhook is signed with (none:
+// unsigned). An error means the webhook must not be sent yet; it is
+// retried within MaxElapsed. *Secrets implements it.
+type KeySource interface {
+	Keys(ctx context.Context, due *notiflowv1.NotificationDue) ([][]byte, error)
 }
 
 // Defaults of WebhookOptions.
@@ -55,8 +66,13 @@ const (
 	DefaultCircuitSeries = 100
 )
 
-// Webhook delivers notifications by HTTP POST with a JSON body and an
-// Idempotency-Key header (the notification id). Timeouts, connection
+// Webhook delivers notifications by HTTP POST with a JSON body, an
+// Idempotency-Key header (the notification id) and the Standard Webhooks
+// headers webhook-id (the notification id), webhook-timestamp (Unix seconds
+// of the attempt) and webhook-signature (see lib/webhooksig): every
+// attempt is signed afresh. A notification whose keys cannot be had
+// (KeySource error) is not sent; that is retried like a failed attempt,
+// without counting as one or touching the breaker. Timeouts, connection
 // errors, 5xx and 429 are retried with exponential backoff and jitter until
 // MaxElapsed; other 4xx (and 3xx: redirects are not followed) are final.
 // Each endpoint has a circuit breaker: while it is open, no request is
@@ -157,10 +173,16 @@ func (w *Webhook) Send(ctx context.Context, due *notiflowv1.NotificationDue, bod
 	var attempts uint32
 	lastCode, lastErr := 0, ""
 	for try := 1; ; try++ {
-		res, err := cb.Execute(func() (attemptResult, error) {
-			attempts++
-			return w.attempt(ctx, u, payload, due.NotificationId)
-		})
+		var res attemptResult
+		keys, err := w.keys(ctx, due)
+		if err == nil {
+			res, err = cb.Execute(func() (attemptResult, error) {
+				attempts++
+				return w.attempt(ctx, u, payload, due.NotificationId, keys)
+			})
+		} else {
+			err = &keyError{err}
+		}
 		if ctx.Err() != nil {
 			return domain.Outcome{}, fmt.Errorf("webhook %s: %w", due.NotificationId, ctx.Err())
 		}
@@ -171,6 +193,8 @@ func (w *Webhook) Send(ctx context.Context, due *notiflowv1.NotificationDue, bod
 			return failed(attempts, res.code, fmt.Sprintf("webhook answered HTTP %d (not retried)", res.code)), nil
 		case errors.Is(err, ErrForbiddenAddress):
 			return failed(attempts, 0, err.Error()), nil
+		case isKeyError(err):
+			lastErr = err.Error()
 		case errors.Is(err, gobreaker.ErrOpenState), errors.Is(err, gobreaker.ErrTooManyRequests):
 			lastErr = "circuit open for " + cb.Name() + " (after: " + orNone(lastErr) + ")"
 		default:
@@ -196,6 +220,21 @@ func (w *Webhook) Send(ctx context.Context, due *notiflowv1.NotificationDue, bod
 	}
 }
 
+// keyError: the signing keys could not be had; nothing was sent.
+type keyError struct{ err error }
+
+func (e *keyError) Error() string { return "not sent: signing secret: " + e.err.Error() }
+func (e *keyError) Unwrap() error { return e.err }
+
+func isKeyError(err error) bool { var e *keyError; return errors.As(err, &e) }
+
+func (w *Webhook) keys(ctx context.Context, due *notiflowv1.NotificationDue) ([][]byte, error) {
+	if w.opt.Keys == nil {
+		return nil, nil
+	}
+	return w.opt.Keys.Keys(ctx, due)
+}
+
 func orNone(s string) string {
 	if s == "" {
 		return "no attempt yet"
@@ -205,7 +244,7 @@ func orNone(s string) string {
 
 // attempt makes one request. A nil error means a final answer (2xx, or a
 // status not worth retrying); an error is a failure for the breaker.
-func (w *Webhook) attempt(ctx context.Context, u *url.URL, payload []byte, id string) (attemptResult, error) {
+func (w *Webhook) attempt(ctx context.Context, u *url.URL, payload []byte, id string, keys [][]byte) (attemptResult, error) {
 	actx, cancel := context.WithTimeout(ctx, w.opt.AttemptTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(actx, http.MethodPost, u.String(), bytes.NewReader(payload))
@@ -214,6 +253,12 @@ func (w *Webhook) attempt(ctx context.Context, u *url.URL, payload []byte, id st
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", id)
+	if len(keys) > 0 {
+		webhooksig.SetHeaders(req.Header, keys, id, time.Now(), payload)
+	} else {
+		req.Header.Set(webhooksig.HeaderID, id)
+		req.Header.Set(webhooksig.HeaderTimestamp, strconv.FormatInt(time.Now().Unix(), 10))
+	}
 	req.Header.Set("User-Agent", "notiflow-dispatcher")
 	start := time.Now()
 	resp, err := w.client.Do(req)

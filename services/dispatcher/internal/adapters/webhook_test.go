@@ -13,7 +13,6 @@ import (
 
 	"github.com/notiflow/notiflow/lib/testkit"
 	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
-	"github.com/notiflow/notiflow/services/dispatcher/internal/dispatchtest"
 )
 
 func testWebhook(t *testing.T, mutate func(*WebhookOptions)) (*Webhook, *prometheus.GaugeVec) {
@@ -47,7 +46,7 @@ func TestWebhookCircuitBreaker(t *testing.T) {
 	t.Parallel()
 	healthy := make(chan bool, 1)
 	healthy <- false
-	rcv := dispatchtest.NewReceiver(t, func(dispatchtest.Call, int) int {
+	rcv := testkit.NewReceiver(t, func(testkit.Call, int) int {
 		ok := <-healthy
 		healthy <- ok
 		if ok {
@@ -108,7 +107,7 @@ func TestWebhookCircuitBreaker(t *testing.T) {
 // spent, and a 3xx is final (redirects are not followed).
 func TestWebhookBudgetAndRedirect(t *testing.T) {
 	t.Parallel()
-	rcv := dispatchtest.NewReceiver(t, func(c dispatchtest.Call, _ int) int {
+	rcv := testkit.NewReceiver(t, func(c testkit.Call, _ int) int {
 		if c.Path == "/moved" {
 			return http.StatusFound
 		}
@@ -136,7 +135,7 @@ func TestWebhookBudgetAndRedirect(t *testing.T) {
 // whether the URL names the address or a host name resolving to it.
 func TestWebhookRefusesInternalDestinations(t *testing.T) {
 	t.Parallel()
-	rcv := dispatchtest.NewReceiver(t, nil)
+	rcv := testkit.NewReceiver(t, nil)
 	port := rcv.URL[strings.LastIndex(rcv.URL, ":")+1:]
 	w, _ := testWebhook(t, func(o *WebhookOptions) { o.Allow = nil })
 	for _, url := range []string{

@@ -15,6 +15,7 @@ import (
 	"github.com/notiflow/notiflow/lib/consume"
 	"github.com/notiflow/notiflow/lib/kafkax"
 	"github.com/notiflow/notiflow/lib/obs"
+	"github.com/notiflow/notiflow/lib/webhooksig"
 	"github.com/notiflow/notiflow/services/dispatcher/internal/domain"
 )
 
@@ -80,10 +81,17 @@ type Config struct {
 	WebhookBackoffMax time.Duration `env:"NOTIFLOW_WEBHOOK_BACKOFF_MAX" default:"10s"`
 	// WebhookAllow lists CIDRs and host names that may be called although
 	// they are loopback, private, link-local, ... addresses.
-	WebhookAllow           []string      `env:"NOTIFLOW_WEBHOOK_ALLOW"`
-	WebhookMaxConnsPerHost int           `env:"NOTIFLOW_WEBHOOK_MAX_CONNS_PER_HOST" default:"64"`
-	BreakerFailures        int           `env:"NOTIFLOW_BREAKER_FAILURES" default:"5"`
-	BreakerCooldown        time.Duration `env:"NOTIFLOW_BREAKER_COOLDOWN" default:"10s"`
+	WebhookAllow           []string `env:"NOTIFLOW_WEBHOOK_ALLOW"`
+	WebhookMaxConnsPerHost int      `env:"NOTIFLOW_WEBHOOK_MAX_CONNS_PER_HOST" default:"64"`
+	// WebhookSigningSecrets (whsec_..., comma-separated: all are used to
+	// sign, for their own rotation) sign the webhooks of targets without a
+	// secret of their own. Secret: never logged.
+	WebhookSigningSecrets []string `env:"NOTIFLOW_WEBHOOK_SIGNING_SECRET" secret:"true"`
+	// WebhookSecretCache is how long a target's secrets read from Redis are
+	// reused: a rotation takes effect within it (0: read on every attempt).
+	WebhookSecretCache time.Duration `env:"NOTIFLOW_WEBHOOK_SECRET_CACHE" default:"10s"`
+	BreakerFailures    int           `env:"NOTIFLOW_BREAKER_FAILURES" default:"5"`
+	BreakerCooldown    time.Duration `env:"NOTIFLOW_BREAKER_COOLDOWN" default:"10s"`
 
 	SimLatency     time.Duration `env:"NOTIFLOW_SIM_LATENCY" default:"2ms"`
 	SimFailureRate float64       `env:"NOTIFLOW_SIM_FAILURE_RATE" default:"0"`
@@ -179,6 +187,14 @@ func (c Config) Validate() error {
 			add("NOTIFLOW_WEBHOOK_ALLOW", "%q is neither a CIDR (10.1.0.0/16), an IP address nor a host name", a)
 		}
 	}
+	for i, sec := range c.WebhookSigningSecrets {
+		if _, err := webhooksig.Decode(sec); err != nil {
+			add("NOTIFLOW_WEBHOOK_SIGNING_SECRET", "entry %d: %v", i+1, err)
+		}
+	}
+	if c.WebhookSecretCache < 0 || c.WebhookSecretCache > 5*time.Minute {
+		add("NOTIFLOW_WEBHOOK_SECRET_CACHE", "must be between 0 and 5m, got %s", c.WebhookSecretCache)
+	}
 	if c.WebhookMaxConnsPerHost < 1 {
 		add("NOTIFLOW_WEBHOOK_MAX_CONNS_PER_HOST", "must be at least 1, got %d", c.WebhookMaxConnsPerHost)
 	}
@@ -234,7 +250,8 @@ func (c Config) RatePolicy() domain.RatePolicy {
 	return p
 }
 
-// LogValue is what a log line shows of c: the Redis password is left out.
+// LogValue is what a log line shows of c: the Redis password and the
+// webhook signing secrets (only their number) are left out.
 func (c Config) LogValue() slog.Value {
 	return slog.GroupValue(
 		slog.String("http_addr", c.HTTPAddr),
@@ -253,6 +270,8 @@ func (c Config) LogValue() slog.Value {
 		slog.String("rate_limit_policy", c.RateLimitPolicy),
 		slog.String("templates_file", c.TemplatesFile),
 		slog.Any("webhook_allow", c.WebhookAllow),
+		slog.Int("webhook_signing_secrets", len(c.WebhookSigningSecrets)),
+		slog.Duration("webhook_secret_cache", c.WebhookSecretCache),
 		slog.Duration("sim_latency", c.SimLatency),
 		slog.Float64("sim_failure_rate", c.SimFailureRate),
 		slog.Any("kafka_brokers", c.Kafka.Brokers),

@@ -32,7 +32,7 @@ func TestDefaultsAreValid(t *testing.T) {
 		RedisAddr:      "127.0.0.1:6379", RedisPrefix: "notiflow:", RedisTimeout: 2 * time.Second, RedisBatch: 256, RedisPipelines: 2,
 		InflightTTL: 15 * time.Second, DedupTTL: 7 * 24 * time.Hour, RateWindow: time.Minute, RateLimitPolicy: "defer",
 		WebhookTimeout: 5 * time.Second, WebhookMaxElapsed: 2 * time.Minute, WebhookBackoffMin: 200 * time.Millisecond,
-		WebhookBackoffMax: 10 * time.Second, WebhookMaxConnsPerHost: 64, BreakerFailures: 5, BreakerCooldown: 10 * time.Second,
+		WebhookBackoffMax: 10 * time.Second, WebhookMaxConnsPerHost: 64, WebhookSecretCache: 10 * time.Second, BreakerFailures: 5, BreakerCooldown: 10 * time.Second,
 		SimLatency: 2 * time.Millisecond,
 		HTTP:       c.HTTP, Kafka: c.Kafka, // lib/obs and lib/kafkax test their own
 	}
@@ -83,6 +83,8 @@ func TestValidateNamesTheVariable(t *testing.T) {
 		{map[string]string{"NOTIFLOW_BREAKER_FAILURES": "0"}, "NOTIFLOW_BREAKER_FAILURES"},
 		{map[string]string{"NOTIFLOW_KAFKA_BROKERS": ","}, "NOTIFLOW_KAFKA_BROKERS"},
 		{map[string]string{"NOTIFLOW_GC_PERCENT": "-5"}, "NOTIFLOW_GC_PERCENT"},
+		{map[string]string{"NOTIFLOW_WEBHOOK_SIGNING_SECRET": "whsec_dG9vIHNob3J0"}, "NOTIFLOW_WEBHOOK_SIGNING_SECRET: entry 1"},
+		{map[string]string{"NOTIFLOW_WEBHOOK_SECRET_CACHE": "1h"}, "NOTIFLOW_WEBHOOK_SECRET_CACHE"},
 	}
 	for _, tt := range tests {
 		c, err := load(tt.give)
@@ -127,5 +129,23 @@ func TestVarsAndOverrides(t *testing.T) {
 	}
 	if strings.Contains(buf.String(), "s3cret") || !strings.Contains(buf.String(), "NOTIFLOW_REDIS_PASSWORD=redacted\n") {
 		t.Fatalf("-print-config shows:\n%s", buf.String())
+	}
+	secret := "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw/Lh1pBC7dsE="
+	c, err = load(map[string]string{"NOTIFLOW_WEBHOOK_SIGNING_SECRET": secret + ",whsec_bm90LWEtdmFsaWQta2V5"})
+	if err != nil || len(c.WebhookSigningSecrets) != 2 {
+		t.Fatalf("load signing secrets: %v, %d", err, len(c.WebhookSigningSecrets))
+	}
+	if err := c.Validate(); err == nil || strings.Contains(err.Error(), "bm90LWEtdmFsaWQta2V5") || strings.Contains(err.Error(), secret) {
+		t.Errorf("Validate of a bad second secret: %v; want an error without the secrets", err)
+	}
+	if strings.Contains(c.LogValue().String(), secret[6:]) {
+		t.Fatal("LogValue shows a webhook signing secret")
+	}
+	buf.Reset()
+	if err := libconfig.Print(&buf, c); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(buf.String(), secret[6:]) || !strings.Contains(buf.String(), "NOTIFLOW_WEBHOOK_SIGNING_SECRET=redacted\n") {
+		t.Fatalf("-print-config shows the webhook signing secret:\n%s", buf.String())
 	}
 }

@@ -6,12 +6,9 @@ package dispatchtest
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"sync"
 	"testing"
@@ -153,67 +150,6 @@ func Results(tb testing.TB, recs []Record) []*notiflowv1.NotificationDispatched 
 		out[i] = &d
 	}
 	return out
-}
-
-// Call is one request a Receiver got.
-type Call struct {
-	NotificationID string `json:"notification_id"`
-	RecipientID    string `json:"recipient_id"`
-	TemplateID     string `json:"template_id"`
-	Body           string `json:"body"`
-	OccurrenceAt   string `json:"occurrence_at"`
-	Sequence       uint64 `json:"sequence"`
-	IdempotencyKey string `json:"-"`
-	Path           string `json:"-"`
-	Status         int    `json:"-"`
-	At             time.Time
-}
-
-// Receiver is a real local HTTP server recording every webhook call. The
-// Respond function chooses the status code of each call (default 200).
-type Receiver struct {
-	*httptest.Server
-	mu      sync.Mutex
-	calls   []Call
-	respond func(c Call, n int) int // n: calls so far on this path, including this one
-	perPath map[string]int
-}
-
-// NewReceiver starts a Receiver; respond may be nil (always 200).
-func NewReceiver(tb testing.TB, respond func(c Call, n int) int) *Receiver {
-	r := &Receiver{respond: respond, perPath: map[string]int{}}
-	r.Server = httptest.NewServer(http.HandlerFunc(r.serve))
-	tb.Cleanup(r.Close)
-	return r
-}
-
-func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
-	data, _ := io.ReadAll(req.Body)
-	var c Call
-	if err := json.Unmarshal(data, &c); err != nil {
-		http.Error(w, "bad json", http.StatusBadRequest)
-		return
-	}
-	c.IdempotencyKey = req.Header.Get("Idempotency-Key")
-	c.Path = req.URL.Path
-	c.At = time.Now()
-	r.mu.Lock()
-	r.perPath[c.Path]++
-	n := r.perPath[c.Path]
-	c.Status = http.StatusOK
-	if r.respond != nil {
-		c.Status = r.respond(c, n)
-	}
-	r.calls = append(r.calls, c)
-	r.mu.Unlock()
-	w.WriteHeader(c.Status)
-}
-
-// Calls returns a copy of the calls so far, in arrival order.
-func (r *Receiver) Calls() []Call {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]Call(nil), r.calls...)
 }
 
 // Proxy forwards TCP connections to a target address and can be taken

@@ -35,7 +35,7 @@ const (
 func TestPerRecipientOrderAtHighConcurrency(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *config.Config) { c.Workers = 256 })
-	rcv := dispatchtest.NewReceiver(t, nil)
+	rcv := testkit.NewReceiver(t, nil)
 	const recipients, perRecipient = 200, 15
 	var dues []*notiflowv1.NotificationDue
 	for s := range perRecipient {
@@ -84,7 +84,7 @@ func TestPerRecipientOrderAtHighConcurrency(t *testing.T) {
 func TestSameEventTwiceIsSentOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
-	rcv := dispatchtest.NewReceiver(t, nil)
+	rcv := testkit.NewReceiver(t, nil)
 	d := dispatchtest.Due("dup-1", "alice", 1, webhook, "welcome", rcv.URL+"/a", "")
 	d.ParamsJson = []byte(`{"name":"Alice"}`)
 	e.produce(t, d, d)
@@ -125,7 +125,7 @@ func TestClaimOfDeadWorkerExpiresAndIsSent(t *testing.T) {
 		t.Fatalf("plant marker: %v", err)
 	}
 	planted := time.Now()
-	rcv := dispatchtest.NewReceiver(t, nil)
+	rcv := testkit.NewReceiver(t, nil)
 	e.produce(t, dispatchtest.Due("orphan-1", "bob", 1, webhook, "bench", rcv.URL+"/b", ""))
 	e.start(t)
 	rs := e.waitResults(t, 1, 60*time.Second)
@@ -169,7 +169,7 @@ func TestUnknownTemplateFailsToDLQ(t *testing.T) {
 func TestRateLimitedResults(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *config.Config) { c.RateLimit, c.RateWindow, c.RateLimitPolicy = 3, time.Hour, "drop" })
-	rcv := dispatchtest.NewReceiver(t, nil)
+	rcv := testkit.NewReceiver(t, nil)
 	var dues []*notiflowv1.NotificationDue
 	for i := range 5 {
 		dues = append(dues, dispatchtest.Due(fmt.Sprintf("rl-%d", i), "dave", uint64(i+1), webhook, "bench", rcv.URL+"/d", ""))
@@ -199,7 +199,7 @@ func TestRateLimitedResults(t *testing.T) {
 func TestWebhookRetryPolicy(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
-	rcv := dispatchtest.NewReceiver(t, func(c dispatchtest.Call, n int) int {
+	rcv := testkit.NewReceiver(t, func(c testkit.Call, n int) int {
 		switch {
 		case c.Path == "/503" && n <= 2:
 			return http.StatusServiceUnavailable
@@ -253,7 +253,7 @@ func TestWebhookRetryPolicy(t *testing.T) {
 func TestDisallowedWebhookTargetRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *config.Config) { c.WebhookAllow = nil })
-	rcv := dispatchtest.NewReceiver(t, nil)
+	rcv := testkit.NewReceiver(t, nil)
 	e.produce(t,
 		dispatchtest.Due("ssrf-1", "m1", 1, webhook, "bench", "http://10.0.0.1/hook", ""),
 		dispatchtest.Due("ssrf-2", "m2", 1, webhook, "bench", "http://169.254.169.254/latest/meta-data", ""),
@@ -287,7 +287,7 @@ func TestWebhookOutageThenRecovery(t *testing.T) {
 	const outage = 1500 * time.Millisecond
 	var mu sync.Mutex
 	var downUntil time.Time
-	rcv := dispatchtest.NewReceiver(t, func(dispatchtest.Call, int) int {
+	rcv := testkit.NewReceiver(t, func(testkit.Call, int) int {
 		mu.Lock()
 		defer mu.Unlock()
 		if downUntil.IsZero() {

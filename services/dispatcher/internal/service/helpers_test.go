@@ -77,40 +77,20 @@ func testLogger(t *testing.T) *slog.Logger {
 }
 
 // start runs a dispatcher for the test; stop (also run at cleanup) cancels
-// it and waits for Run to return.
+// it and waits for Run to return (testkit.Go fails the test if Run returns
+// an error or does not return).
 func (e *env) start(t *testing.T) (s *Service, stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	s, err := New(ctx, e.cfg, testLogger(t), nil)
+	s, err := New(t.Context(), e.cfg, testLogger(t), nil)
 	if err != nil {
-		cancel()
 		t.Fatalf("New: %v", err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		cancel()
 		t.Fatalf("listen: %v", err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx, ln) }()
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("Run did not return within 30s of cancel")
-		}
-	}
-	t.Cleanup(stop)
-	return s, stop
+	run := testkit.Go(t, func(ctx context.Context) error { return s.Run(ctx, ln) })
+	return s, func() { _ = run.Stop() }
 }
 
 func (e *env) produce(t *testing.T, dues ...*notiflowv1.NotificationDue) {

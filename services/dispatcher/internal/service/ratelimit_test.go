@@ -56,7 +56,7 @@ func TestRateLimitDeferSendsAllInOrder(t *testing.T) {
 	e := newEnv(t, func(c *config.Config) {
 		c.RateLimit, c.RateWindow, c.RateLimitPolicy = limit, window, "defer"
 	})
-	rcv := dispatchtest.NewReceiver(t, nil)
+	rcv := testkit.NewReceiver(t, nil)
 	s, _ := startWarm(t, e, rcv.URL)
 
 	var dues []*notiflowv1.NotificationDue
@@ -81,7 +81,7 @@ func TestRateLimitDeferSendsAllInOrder(t *testing.T) {
 		t.Fatalf("results topic: %v", err)
 	}
 
-	var calls []dispatchtest.Call
+	var calls []testkit.Call
 	for _, c := range rcv.Calls() {
 		if c.RecipientID == "frank" {
 			calls = append(calls, c)
@@ -134,7 +134,7 @@ func TestRateLimitDeferredWaitEndsOnShutdown(t *testing.T) {
 	})
 	rdb, _ := testkit.Redis(t)
 	ctx := context.Background()
-	rcv := dispatchtest.NewReceiver(t, nil)
+	rcv := testkit.NewReceiver(t, nil)
 	s, stop := startWarm(t, e, rcv.URL)
 
 	start := awaitWindowRoom(window, 15*time.Second)
@@ -190,7 +190,7 @@ func TestRateLimitDeferredWaitEndsOnShutdown(t *testing.T) {
 	if fmt.Sprint(gina) != "[gina-1 STATUS_DELIVERED gina-2 STATUS_DELIVERED]" {
 		t.Fatalf("gina's results %v, want gina-1 and gina-2 delivered once each", gina)
 	}
-	var calls []dispatchtest.Call
+	var calls []testkit.Call
 	for _, c := range rcv.Calls() {
 		if c.RecipientID == "gina" {
 			calls = append(calls, c)

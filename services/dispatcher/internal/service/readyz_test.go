@@ -8,29 +8,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/notiflow/notiflow/lib/testkit"
 	"github.com/notiflow/notiflow/services/dispatcher/internal/config"
 )
-
-// lockedBuffer collects log output from concurrent writers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 // A dispatcher whose Redis is unreachable answers /readyz with 503 and the
 // name of the failing check only; the error, which names the internal
@@ -44,7 +26,7 @@ func TestReadyzHidesDependencyErrors(t *testing.T) {
 	dead := ln.Addr().String() // nothing listens there once closed
 	_ = ln.Close()
 	e := newEnv(t, func(c *config.Config) { c.RedisAddr = dead })
-	var logs lockedBuffer
+	var logs testkit.LogBuffer
 	s, err := New(context.Background(), e.cfg, slog.New(slog.NewTextHandler(&logs, nil)), nil)
 	if err != nil {
 		t.Fatalf("New: %v", err)

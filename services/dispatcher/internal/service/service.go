@@ -5,7 +5,6 @@ package service
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -17,11 +16,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/notiflow/notiflow/lib/consume"
 	"github.com/notiflow/notiflow/lib/kafkax"
 	"github.com/notiflow/notiflow/lib/obs"
+	"github.com/notiflow/notiflow/lib/svc"
 	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
 	"github.com/notiflow/notiflow/services/dispatcher/internal/adapters"
 	"github.com/notiflow/notiflow/services/dispatcher/internal/app"
@@ -51,10 +50,10 @@ type Service struct {
 	mux        *http.ServeMux
 }
 
-// LoadTemplates parses the built-in templates and, when file is set, the
+// loadTemplates parses the built-in templates and, when file is set, the
 // JSON object of templates in it (which win on the same id). Errors name
 // NOTIFLOW_TEMPLATES_FILE.
-func LoadTemplates(file string) (*domain.Templates, error) {
+func loadTemplates(file string) (*domain.Templates, error) {
 	var extra map[string]string
 	if file != "" {
 		data, err := os.ReadFile(file)
@@ -72,18 +71,39 @@ func LoadTemplates(file string) (*domain.Templates, error) {
 	return t, nil
 }
 
-// New builds the dispatcher from a validated cfg. It creates the topics
-// (waiting for Kafka while ctx lasts) but does not need Redis to be up:
+// GCPercent is the garbage-collection target main applies unless GOGC is
+// set (svc.SetGCPercent): NOTIFLOW_GC_PERCENT.
+func GCPercent(cfg config.Config) int { return cfg.GCPercent }
+
+// Run builds the dispatcher from a validated cfg and runs it until ctx
+// ends: what main does.
+func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	s, err := New(ctx, cfg, log, nil)
+	if err != nil {
+		return err
+	}
+	return s.Run(ctx, nil)
+}
+
+// topics are the topics the dispatcher reads or writes: due notifications,
+// results and dead letters.
+func topics(cfg config.Config) []string {
+	return []string{cfg.Kafka.TopicDue, cfg.Kafka.TopicDispatched, cfg.Kafka.TopicDLQ}
+}
+
+// New builds the dispatcher from a validated cfg. It makes sure the topics
+// exist (kafkax.PrepareTopics: waiting for Kafka while ctx lasts, failing
+// at once on a topic Kafka refuses) but does not need Redis to be up:
 // records wait for Redis instead. reg may be nil (a fresh registry).
 func New(ctx context.Context, cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*Service, error) {
 	if reg == nil {
 		reg = obs.NewRegistry()
 	}
-	templates, err := LoadTemplates(cfg.TemplatesFile)
+	templates, err := loadTemplates(cfg.TemplatesFile)
 	if err != nil {
 		return nil, err
 	}
-	if err := ensureTopics(ctx, cfg, log); err != nil {
+	if err := kafkax.PrepareTopics(ctx, cfg.Kafka.Brokers, log, cfg.Kafka.TopicsNamed(topics(cfg)...)...); err != nil {
 		return nil, err
 	}
 	m := app.NewMetrics(reg)
@@ -107,12 +127,22 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 		Prefix: cfg.RedisPrefix, InflightTTL: cfg.InflightTTL, DoneTTL: cfg.DedupTTL,
 		RateLimit: cfg.RateLimit, RateWindow: cfg.RateWindow, RatePolicy: cfg.RatePolicy(),
 	})
+	secrets, err := adapters.NewSecrets(s.rdb, adapters.SecretsOptions{
+		Prefix: cfg.RedisPrefix, Global: cfg.WebhookSigningSecrets, CacheTTL: cfg.WebhookSecretCache,
+	})
+	if err != nil {
+		_ = s.rdb.Close()
+		return nil, fmt.Errorf("NOTIFLOW_WEBHOOK_SIGNING_SECRET: %w", err)
+	}
+	if len(cfg.WebhookSigningSecrets) == 0 {
+		log.Warn("NOTIFLOW_WEBHOOK_SIGNING_SECRET is not set: webhooks of targets without their own secret go unsigned")
+	}
 	s.webhook, err = adapters.NewWebhook(adapters.WebhookOptions{
 		AttemptTimeout: cfg.WebhookTimeout, MaxElapsed: cfg.WebhookMaxElapsed,
 		BackoffMin: cfg.WebhookBackoffMin, BackoffMax: cfg.WebhookBackoffMax,
 		BreakerFailures: cfg.BreakerFailures, BreakerCooldown: cfg.BreakerCooldown,
 		Allow: cfg.WebhookAllow, MaxConnsPerHost: cfg.WebhookMaxConnsPerHost,
-		Latency: m.WebhookLatency, CircuitState: m.CircuitState,
+		Latency: m.WebhookLatency, CircuitState: m.CircuitState, Keys: secrets,
 	})
 	if err != nil {
 		_ = s.rdb.Close()
@@ -122,7 +152,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 		WriteTimeout: cfg.Kafka.WriteTimeout, MaxMessageBytes: cfg.Kafka.MaxMessageBytes,
 		// kafka-go allocates room for BatchSize messages for every batch;
 		// results arrive one by one and a partition's batch rarely holds
-		// more than a few dozen, so the default of 1000 made the writer the
+		// more than a few dozen, so the default of 1000 would make the writer the
 		// largest allocator (and a fuller batch is simply followed by the
 		// next one).
 		BatchSize: resultBatchSize,
@@ -145,14 +175,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 	}
 
 	s.health.AddCheck("redis", store.Ping)
-	kc := &kafka.Client{Addr: kafka.TCP(cfg.Kafka.Brokers...), Timeout: 2 * time.Second}
-	s.health.AddCheck("kafka", func(ctx context.Context) error {
-		_, err := kc.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{cfg.Kafka.TopicDue}})
-		if err != nil {
-			return fmt.Errorf("kafka metadata: %w", err)
-		}
-		return nil
-	})
+	s.health.AddCheck("kafka", kafkax.HealthCheck(cfg.Kafka.Brokers, topics(cfg)...))
 	s.mux = obs.Mux(s.health, reg)
 	if cfg.Pprof {
 		s.mux.HandleFunc("GET /debug/pprof/", pprof.Index)
@@ -160,26 +183,6 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 		s.mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	}
 	return s, nil
-}
-
-// ensureTopics creates the topics, retrying while Kafka is unreachable
-// (so that a dispatcher started before Kafka waits instead of exiting).
-func ensureTopics(ctx context.Context, cfg config.Config, log *slog.Logger) error {
-	for try := 1; ; try++ {
-		err := kafkax.EnsureTopics(ctx, cfg.Kafka.Brokers, cfg.Kafka.Topics()...)
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("ensure kafka topics: %w", err)
-		}
-		log.Warn("ensure kafka topics; retrying", "err", err, "attempt", try)
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("ensure kafka topics: %w", ctx.Err())
-		case <-time.After(consume.Backoff(try, time.Second, 15*time.Second)):
-		}
-	}
 }
 
 // Ready reports whether the dispatcher can work (Redis and Kafka answer,
@@ -191,68 +194,25 @@ func (s *Service) Ready(ctx context.Context) error { return s.health.Ready(ctx) 
 func (s *Service) Handler() http.Handler { return s.mux }
 
 // Run consumes until ctx ends, serving HTTP on ln (nil: listen on
-// NOTIFLOW_HTTP_ADDR). Shutdown order once ctx ends:
-//
-//  1. readiness goes false (/readyz answers 503);
-//  2. the consumer stops fetching, lets running records finish within
-//     NOTIFLOW_DRAIN_TIMEOUT (then abandons them uncommitted), commits and
-//     leaves the group;
-//  3. the Redis batcher, the result publisher and the claim keeper stop
-//     (no record needs them any more), the HTTP server shuts down;
-//  4. the Kafka writer and the Redis client are closed.
+// NOTIFLOW_HTTP_ADDR), and shuts down in the order of svc.Runner. The
+// dispatcher's intake (steps 2-4) is the consumer: it stops fetching, lets
+// running records finish within NOTIFLOW_DRAIN_TIMEOUT (then abandons them
+// uncommitted), commits and leaves the group. The helpers records need
+// until then are the Redis batcher, the result publisher, the claim keeper
+// and the webhook sender; the clients closed then are the Kafka writer,
+// the webhook transport and Redis.
 //
 // Run returns an error when a component fails, or when the shutdown takes
 // longer than NOTIFLOW_SHUTDOWN_TIMEOUT.
 func (s *Service) Run(ctx context.Context, ln net.Listener) error {
-	if ln == nil {
-		var err error
-		if ln, err = net.Listen("tcp", s.cfg.HTTPAddr); err != nil {
-			s.close()
-			return fmt.Errorf("listen on %s (NOTIFLOW_HTTP_ADDR): %w", s.cfg.HTTPAddr, err)
-		}
-	}
-	// The helpers records need (Redis batcher, result publisher, claim
-	// keeper) outlive the consumer: they stop once it has drained.
-	batchCtx, stopBatcher := context.WithCancel(context.Background())
-	defer stopBatcher()
-	httpCtx, stopHTTP := context.WithCancel(context.Background())
-	defer stopHTTP()
-
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { // 1.
-		<-gctx.Done()
-		s.health.SetDraining()
-		return nil
-	})
-	g.Go(func() error {
-		defer stopHTTP()            // 3.
-		defer stopBatcher()         // 3.
-		return s.consumer.Run(gctx) // 2.
-	})
-	g.Go(func() error { return s.batcher.Run(batchCtx) })
-	g.Go(func() error { return s.results.Run(batchCtx) })
-	g.Go(func() error { return s.dispatcher.Run(batchCtx) })
-	g.Go(func() error { return s.webhook.Run(batchCtx) })
-	g.Go(func() error { return obs.ServeListener(httpCtx, ln, s.mux, s.cfg.HTTP, 2*time.Second) })
-	s.log.Info("dispatcher started", "http_addr", ln.Addr().String())
-
-	done := make(chan error, 1)
-	go func() { done <- g.Wait() }()
-	var err error
-	select {
-	case err = <-done:
-	case <-gctx.Done():
-		select {
-		case err = <-done:
-		case <-time.After(s.cfg.ShutdownTimeout):
-			err = fmt.Errorf("shutdown did not finish within NOTIFLOW_SHUTDOWN_TIMEOUT (%s)", s.cfg.ShutdownTimeout)
-		}
-	}
-	s.close() // 4.
-	if errors.Is(err, context.Canceled) {
-		err = nil
-	}
-	return err
+	return svc.Runner{
+		Name: "dispatcher", Log: s.log, Health: s.health,
+		Work:     []func(context.Context) error{s.consumer.Run},
+		Helpers:  []func(context.Context) error{s.batcher.Run, s.results.Run, s.dispatcher.Run, s.webhook.Run},
+		Close:    s.close,
+		Listener: ln, Addr: s.cfg.HTTPAddr, Handler: s.mux, HTTP: s.cfg.HTTP,
+		ShutdownTimeout: s.cfg.ShutdownTimeout,
+	}.Run(ctx)
 }
 
 func (s *Service) close() {

@@ -14,9 +14,9 @@ func TestLoadTemplatesFile(t *testing.T) {
 	if err := os.WriteFile(good, []byte(`{"welcome":"Hey {{.name}}","promo":"Sale: {{.what}}"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	tpls, err := LoadTemplates(good)
+	tpls, err := loadTemplates(good)
 	if err != nil {
-		t.Fatalf("LoadTemplates: %v", err)
+		t.Fatalf("loadTemplates: %v", err)
 	}
 	if got, _ := tpls.Render("welcome", []byte(`{"name":"Ann"}`)); got != "Hey Ann" {
 		t.Fatalf("file did not override the built-in: %q", got)
@@ -29,11 +29,11 @@ func TestLoadTemplatesFile(t *testing.T) {
 		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := LoadTemplates(path); err == nil || !strings.Contains(err.Error(), "NOTIFLOW_TEMPLATES_FILE") {
+		if _, err := loadTemplates(path); err == nil || !strings.Contains(err.Error(), "NOTIFLOW_TEMPLATES_FILE") {
 			t.Errorf("%s: error %v, want one naming NOTIFLOW_TEMPLATES_FILE", name, err)
 		}
 	}
-	if _, err := LoadTemplates(filepath.Join(dir, "missing.json")); err == nil || !strings.Contains(err.Error(), "NOTIFLOW_TEMPLATES_FILE") {
+	if _, err := loadTemplates(filepath.Join(dir, "missing.json")); err == nil || !strings.Contains(err.Error(), "NOTIFLOW_TEMPLATES_FILE") {
 		t.Errorf("missing file: %v", err)
 	}
 }

@@ -60,9 +60,10 @@ func (c *Claim) Targets() int { return c.taken }
 // own transaction and locks the target's entry first (see UpdateTarget),
 // so the entry's lock is what serialises a one-shot's claim with the API.
 //
-// The other entries' targets (cron, and entries written by a replica
-// older than schema 5) are locked too, FOR UPDATE SKIP LOCKED; an entry
-// whose target another transaction holds is kept for a later claim. The
+// The other entries' targets (entries with one_shot = 0: cron targets,
+// or any entry written without the flag) are locked too, FOR UPDATE SKIP
+// LOCKED; an entry whose target another transaction holds is kept for a
+// later claim. The
 // planner computes the occurrences and next states of those that are
 // active and due; the claim advances them with batched UPDATEs and queues
 // the next entry of those still active. Such an entry that no longer

@@ -245,11 +245,10 @@ func TestOverlappingClaims(t *testing.T) {
 }
 
 // TestClaimDropsStaleQueueEntries: on the path that reads the target
-// (entries with one_shot = 0, as cron targets and replicas older than
-// schema 5 write them), queue entries that no longer match their target
-// are dropped without an outbox row (target deleted, paused, or due later,
-// which gets its right entry), and the entry of a target another
-// transaction holds stays for a later claim.
+// (entries with one_shot = 0, as cron targets have), queue entries that
+// no longer match their target are dropped without an outbox row (target
+// deleted, paused, or due later, which gets its right entry), and the
+// entry of a target another transaction holds stays for a later claim.
 func TestClaimDropsStaleQueueEntries(t *testing.T) {
 	t.Parallel()
 	s := openStore(t)

@@ -13,17 +13,19 @@ import (
 
 // BenchmarkClaimFloor compares, in one run on one database, the store's
 // claim of 100,000 due one-shots (5,000 per transaction, one connection)
-// with the bare SQL a claim cannot do without, on two schemas:
+// with the bare SQL a claim cannot do without, on two table layouts:
 //
 //   - store: MySQLStore.BeginClaim + Finish with the cursor, as a scan does
-//     on one connection (the scheduler overlaps two). Since schema 5 it
-//     fires one-shots from their queue entries alone, less work than
-//     either bare-SQL run below (no target read or update).
-//   - due-index: the schema before version 4, statements alone, no Go
-//     planning: locking read of a (status, next_run_at, id) index of the
-//     targets with a cursor, one UPDATE to done (which moves each target's
-//     entry in that index), outbox INSERTs, commit.
-//   - queue-table: the schema of version 4, statements alone: locking read
+//     on one connection (the scheduler overlaps two). It fires one-shots
+//     from their queue entries alone, less work than either bare-SQL run
+//     below (no target read or update).
+//   - due-index: due targets found through an index of the targets,
+//     statements alone, no Go planning: locking read of a (status,
+//     next_run_at, id) index of the targets with a cursor, one UPDATE to
+//     done (which moves each target's entry in that index), outbox
+//     INSERTs, commit.
+//   - queue-table: due targets found through a due-queue table,
+//     statements alone: locking read
 //     of the due queue (clustered key (next_run_at, target_id)), locking
 //     read of the targets by id, DELETE of the queue's key range, UPDATE to
 //     done (no index entry moves), outbox INSERTs, commit.

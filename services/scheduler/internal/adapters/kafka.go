@@ -284,6 +284,7 @@ func fillDue(pb *notiflowv1.NotificationDue, n *domain.Notification) {
 	pb.Sequence = n.Sequence
 	pb.RunId = n.RunID
 	pb.CreatedAtUs = n.CreatedAt.UnixMicro()
+	pb.WebhookSecretRequired = n.SecretRequired
 }
 
 // DecodeDue parses a NotificationDue value (for tests and tools).

@@ -151,8 +151,9 @@ var migrations = []mysqlx.Migration{
 		// status is settled to "done" later, off the claim's path, from the
 		// outbox rows after outbox_relay.settled_id; until then the store
 		// reports an active one-shot without a queue entry as done.
-		// one_shot = 0 (what an older replica writes) takes the path that
-		// reads and updates the target.
+		// An entry with one_shot = 0 (a cron target's, or one written
+		// without the flag) takes the path that reads and updates the
+		// target.
 		Version: 5,
 		Name:    "one-shots claimed from the due queue",
 		Then: func(ctx context.Context, conn *sql.Conn) error {
@@ -166,8 +167,8 @@ var migrations = []mysqlx.Migration{
 			for _, q := range []string{
 				`UPDATE target_due d JOIN notification_targets t ON t.id = d.target_id
 					SET d.one_shot = (t.schedule_kind = 'once'), d.run_id = t.run_id`,
-				// Claims before this version updated their targets
-				// themselves: nothing before the current outbox is unsettled.
+				// Rows already in the outbox need no settling (their
+				// claims updated their targets): settling starts after them.
 				`UPDATE outbox_relay SET settled_id = (SELECT COALESCE(MAX(id), 0) FROM outbox) WHERE id = 1 AND settled_id = 0`,
 			} {
 				if _, err := conn.ExecContext(ctx, q); err != nil {
@@ -194,6 +195,28 @@ var migrations = []mysqlx.Migration{
 				reason          VARCHAR(1024) NOT NULL,
 				parked_at       DATETIME(6)  NOT NULL,
 				PRIMARY KEY (outbox_id)
+			) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
+		},
+	},
+	{
+		// Webhook signing secrets, one row per target that has its own
+		// (see lib/webhooksig and app.WebhookSecrets). previous_secret
+		// stays valid until previous_until after a rotation; version grows
+		// with each rotation and guards the copy in Redis. updated_at is
+		// the database's clock, so that the incremental sync to Redis
+		// compares like with like across replicas.
+		Version: 7,
+		Name:    "webhook signing secrets",
+		Stmts: []string{
+			`CREATE TABLE IF NOT EXISTS webhook_secrets (
+				target_id       BIGINT UNSIGNED NOT NULL,
+				secret          VARCHAR(128) CHARACTER SET ascii NOT NULL,
+				previous_secret VARCHAR(128) CHARACTER SET ascii NULL,
+				previous_until  DATETIME(6) NULL,
+				version         BIGINT UNSIGNED NOT NULL,
+				updated_at      DATETIME(6) NOT NULL,
+				PRIMARY KEY (target_id),
+				KEY idx_webhook_secrets_updated (updated_at)
 			) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
 		},
 	},

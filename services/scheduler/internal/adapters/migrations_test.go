@@ -29,7 +29,7 @@ func TestMigrateIsIdempotent(t *testing.T) {
 }
 
 // TestMigrateDropsCopiedOutboxColumns upgrades a database whose outbox
-// still has the columns version 1 used to copy from the target.
+// has the columns migration 1 creates with copies of the target.
 func TestMigrateDropsCopiedOutboxColumns(t *testing.T) {
 	t.Parallel()
 	s := openStore(t)

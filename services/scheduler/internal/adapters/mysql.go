@@ -269,7 +269,9 @@ func inList(b *strings.Builder, n int) {
 
 // CreateTargets inserts targets in one transaction, all or none, with
 // multi-row INSERTs of up to 1,000 rows, and returns their ids in order.
-// Each target's CreatedAt and UpdatedAt must be set; its ID is ignored.
+// Each target's CreatedAt and UpdatedAt must be set; its ID is ignored. A
+// target's WebhookSecret, when set, is stored in webhook_secrets in the
+// same transaction.
 func (s *MySQLStore) CreateTargets(ctx context.Context, targets []domain.Target) ([]int64, error) {
 	if len(targets) == 0 {
 		return nil, nil
@@ -317,6 +319,9 @@ func (s *MySQLStore) CreateTargets(ctx context.Context, targets []domain.Target)
 			}
 		}
 		if err := enqueueDue(ctx, tx, queued); err != nil {
+			return nil, fmt.Errorf("create targets: %w", err)
+		}
+		if err := insertSecrets(ctx, tx, chunk, ids[start:]); err != nil {
 			return nil, fmt.Errorf("create targets: %w", err)
 		}
 	}

@@ -54,13 +54,16 @@ func (s *MySQLStore) CommittedUpTo(ctx context.Context) (uint64, error) {
 
 // Unpublished returns up to limit outbox rows with afterID < id <= upTo,
 // in id order, as notifications (joined with their targets) whose
-// Sequence is the outbox id. With upTo from CommittedUpTo, the rows
+// Sequence is the outbox id and whose SecretRequired says whether the
+// target has a webhook signing secret. With upTo from CommittedUpTo, the rows
 // returned are all the rows in their id range that will ever exist: a
 // cursor moved past them never skips a row.
 func (s *MySQLStore) Unpublished(ctx context.Context, afterID, upTo uint64, limit int) ([]domain.Notification, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT o.id, o.target_id, o.occurrence_at, o.run_id, o.created_at,
-			t.created_at, t.recipient_id, t.channel, t.webhook_url, t.template_id, t.params
+			t.created_at, t.recipient_id, t.channel, t.webhook_url, t.template_id, t.params,
+			s.target_id IS NOT NULL
 		FROM outbox o JOIN notification_targets t ON t.id = o.target_id
+		LEFT JOIN webhook_secrets s ON s.target_id = o.target_id
 		WHERE o.id > ? AND o.id <= ? ORDER BY o.id LIMIT ?`, afterID, upTo, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read unpublished outbox rows: %w", err)
@@ -75,7 +78,7 @@ func (s *MySQLStore) Unpublished(ctx context.Context, afterID, upTo uint64, limi
 			url, runID    sql.NullString
 		)
 		if err := rows.Scan(&n.Sequence, &n.TargetID, &n.OccurrenceAt, &runID, &n.CreatedAt,
-			&targetCreated, &n.RecipientID, &ch, &url, &n.TemplateID, &n.Params); err != nil {
+			&targetCreated, &n.RecipientID, &ch, &url, &n.TemplateID, &n.Params, &n.SecretRequired); err != nil {
 			return nil, fmt.Errorf("read unpublished outbox row: %w", err)
 		}
 		n.ID = domain.NotificationID(n.TargetID, targetCreated, n.OccurrenceAt)

@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -134,27 +133,10 @@ func (e *env) instance(tb testing.TB, o instanceOpts) *instance {
 	return in
 }
 
-// run starts the scheduler loop; the returned stop cancels it and returns
-// Run's error.
+// run starts the scheduler loop until the test ends; the returned stop
+// cancels it and returns Run's error (testkit.Go).
 func (in *instance) run(tb testing.TB) (stop func() error) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- in.sched.Run(ctx) }()
-	var once sync.Once
-	var err error
-	stop = func() error {
-		once.Do(func() {
-			cancel()
-			select {
-			case err = <-done:
-			case <-time.After(30 * time.Second):
-				err = errors.New("Run did not return within 30s")
-			}
-		})
-		return err
-	}
-	tb.Cleanup(func() { _ = stop() })
-	return stop
+	return testkit.Go(tb, in.sched.Run).Stop
 }
 
 func value(c prometheus.Collector) float64 { return testutil.ToFloat64(c) }
@@ -176,6 +158,8 @@ type dueRecord struct {
 	partition int
 	offset    int64
 	headers   map[string]string
+	// secretRequired is NotificationDue.webhook_secret_required.
+	secretRequired bool
 }
 
 func (e *env) consume(tb testing.TB) *consumer {
@@ -185,14 +169,12 @@ func (e *env) consume(tb testing.TB) *consumer {
 		Brokers: e.brokers, Topic: e.topic, GroupID: testkit.Group(tb),
 		StartOffset: kafka.FirstOffset, MinBytes: 1, MaxBytes: 10 << 20, MaxWait: 100 * time.Millisecond,
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	tb.Cleanup(func() { _ = r.Close() }) // after the reading loop stopped
+	testkit.Go(tb, func(ctx context.Context) error {
 		for {
 			m, err := r.FetchMessage(ctx)
 			if err != nil {
-				return
+				return nil // ctx ended (or the reader failed: the counts show it)
 			}
 			pb, err := adapters.DecodeDue(m.Value)
 			c.mu.Lock()
@@ -205,17 +187,12 @@ func (e *env) consume(tb testing.TB) *consumer {
 				}
 				c.byID[pb.GetNotificationId()] = append(c.byID[pb.GetNotificationId()], &dueRecord{
 					id: pb.GetNotificationId(), recipient: pb.GetRecipientId(), key: string(m.Key), sequence: pb.GetSequence(),
-					partition: m.Partition, offset: m.Offset, headers: h,
+					partition: m.Partition, offset: m.Offset, headers: h, secretRequired: pb.GetWebhookSecretRequired(),
 				})
 				c.total++
 			}
 			c.mu.Unlock()
 		}
-	}()
-	tb.Cleanup(func() {
-		cancel()
-		<-done
-		_ = r.Close()
 	})
 	return c
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/notiflow/notiflow/lib/webhooksig"
 	"github.com/notiflow/notiflow/services/scheduler/internal/domain"
 )
 
@@ -55,6 +56,7 @@ type Targets struct {
 	limits  domain.Limits
 	bulkMax int
 	clock   func() time.Time
+	secrets *WebhookSecrets
 }
 
 // NewTargets returns the targets service; bulk requests carry at most
@@ -65,6 +67,11 @@ func NewTargets(store TargetStore, limits domain.Limits, bulkMax int, clock func
 	}
 	return &Targets{store: store, limits: limits, bulkMax: bulkMax, clock: clock}
 }
+
+// UseSecrets makes the targets' webhook secrets reach Redis through w
+// when they are created (call it before serving). Without it they are
+// only stored in MySQL, for w.Run to copy.
+func (s *Targets) UseSecrets(w *WebhookSecrets) { s.secrets = w }
 
 // BulkMax is the most targets one bulk request may carry.
 func (s *Targets) BulkMax() int { return s.bulkMax }
@@ -104,25 +111,28 @@ func (s *Targets) Build(in TargetInput, now time.Time) (domain.Target, error) {
 	return t, nil
 }
 
-// Create validates and stores one target.
+// Create validates and stores one target; a webhook target is returned
+// with its new WebhookSecret (see CreateMany).
 func (s *Targets) Create(ctx context.Context, in TargetInput) (domain.Target, error) {
 	now := s.clock().UTC().Truncate(time.Microsecond)
 	t, err := s.Build(in, now)
 	if err != nil {
 		return domain.Target{}, err
 	}
-	ids, err := s.store.CreateTargets(ctx, []domain.Target{t})
+	ts := []domain.Target{t}
+	ids, err := s.CreateMany(ctx, ts, "")
 	if err != nil {
 		return domain.Target{}, err
 	}
-	t.ID = ids[0]
-	return t, nil
+	ts[0].ID = ids[0]
+	return ts[0], nil
 }
 
 // CreateBulk validates every input and stores them all in one transaction,
 // or stores nothing: the first invalid input is reported as a *BulkError,
-// more than BulkMax inputs as ErrTooMany.
-func (s *Targets) CreateBulk(ctx context.Context, ins []TargetInput) ([]int64, error) {
+// more than BulkMax inputs as ErrTooMany. It returns the targets in input
+// order with their ids and, for webhook targets, their new WebhookSecret.
+func (s *Targets) CreateBulk(ctx context.Context, ins []TargetInput) ([]domain.Target, error) {
 	if len(ins) > s.bulkMax {
 		return nil, fmt.Errorf("%w: %d targets, the limit is %d", ErrTooMany, len(ins), s.bulkMax)
 	}
@@ -139,13 +149,23 @@ func (s *Targets) CreateBulk(ctx context.Context, ins []TargetInput) ([]int64, e
 		}
 		targets[i] = t
 	}
-	return s.CreateMany(ctx, targets, "")
+	ids, err := s.CreateMany(ctx, targets, "")
+	if err != nil {
+		return nil, err
+	}
+	for i := range targets {
+		targets[i].ID = ids[i]
+	}
+	return targets, nil
 }
 
 // CreateMany stores already built targets (see Build) in one transaction,
 // tagged with runID when it is not empty. It is the last step of
 // CreateBulk and the path benchmark runs create their targets by
-// (Runs.Create); it applies no count limit.
+// (Runs.Create); it applies no count limit. Every webhook target gets a
+// new signing secret (webhooksig.Generate), set in its WebhookSecret and
+// stored with it; once committed, the secrets are written to Redis (see
+// WebhookSecrets).
 func (s *Targets) CreateMany(ctx context.Context, targets []domain.Target, runID string) ([]int64, error) {
 	if len(runID) > domain.MaxRunIDLen {
 		return nil, &domain.ValidationError{Field: "run_id", Msg: fmt.Sprintf("longer than %d bytes", domain.MaxRunIDLen)}
@@ -155,7 +175,24 @@ func (s *Targets) CreateMany(ctx context.Context, targets []domain.Target, runID
 			targets[i].RunID = runID
 		}
 	}
-	return s.store.CreateTargets(ctx, targets)
+	for i := range targets {
+		if targets[i].Channel != domain.ChannelWebhook {
+			continue
+		}
+		secret, err := webhooksig.Generate()
+		if err != nil {
+			return nil, err
+		}
+		targets[i].WebhookSecret = secret
+	}
+	ids, err := s.store.CreateTargets(ctx, targets)
+	if err != nil {
+		return nil, err
+	}
+	if s.secrets != nil {
+		s.secrets.created(ctx, targets, ids)
+	}
+	return ids, nil
 }
 
 // Get returns a target (domain.ErrNotFound when missing or deleted).

@@ -65,6 +65,13 @@ type Config struct {
 	// the panel says the sink API is not configured.
 	SinkAPIURL string `env:"NOTIFLOW_SINK_API_URL"`
 
+	// Webhook signing secrets (app.WebhookSecrets): a rotated-out secret
+	// stays valid for WebhookSecretGrace; the Redis copy the dispatcher
+	// reads (under RedisPrefix) is checked and refreshed every
+	// WebhookSecretSync.
+	WebhookSecretGrace time.Duration `env:"NOTIFLOW_WEBHOOK_SECRET_GRACE" default:"24h"`
+	WebhookSecretSync  time.Duration `env:"NOTIFLOW_WEBHOOK_SECRET_SYNC" default:"10s"`
+
 	HTTP  obs.ServerConfig
 	Kafka kafkax.Config
 }
@@ -144,6 +151,14 @@ func (c Config) Validate() error {
 	}
 	if c.BenchSample < 10*time.Millisecond || c.BenchSample > 10*time.Second {
 		add("NOTIFLOW_BENCH_SAMPLE", "must be between 10ms and 10s, got %s", c.BenchSample)
+	}
+	if c.WebhookSecretSync < 100*time.Millisecond || c.WebhookSecretSync > 10*time.Minute {
+		add("NOTIFLOW_WEBHOOK_SECRET_SYNC", "must be between 100ms and 10m, got %s", c.WebhookSecretSync)
+	}
+	// A rotated-out secret must outlive the time a new one takes to reach
+	// every dispatcher (a sync pass plus the dispatcher's cache).
+	if c.WebhookSecretGrace < 10*time.Minute || c.WebhookSecretGrace > 30*24*time.Hour {
+		add("NOTIFLOW_WEBHOOK_SECRET_GRACE", "must be between 10m and 720h, got %s", c.WebhookSecretGrace)
 	}
 	if c.BenchMaxNotifications < 1 || c.BenchMaxNotifications > 10000000 {
 		add("NOTIFLOW_BENCH_MAX_NOTIFICATIONS", "must be between 1 and 10000000, got %d", c.BenchMaxNotifications)
@@ -226,5 +241,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("bench_lead", c.BenchLead),
 		slog.Duration("bench_stall", c.BenchStall),
 		slog.String("sink_api_url", c.SinkAPIURL),
+		slog.Duration("webhook_secret_grace", c.WebhookSecretGrace),
+		slog.Duration("webhook_secret_sync", c.WebhookSecretSync),
 	)
 }

@@ -40,9 +40,14 @@ func TestValidate(t *testing.T) {
 			want: []string{"NOTIFLOW_BENCH_LEAD", "NOTIFLOW_BENCH_STALL", "NOTIFLOW_BENCH_SAMPLE", "NOTIFLOW_BENCH_MAX_NOTIFICATIONS"},
 		},
 		{
+			name: "bad webhook secret settings name their variables",
+			give: map[string]string{"NOTIFLOW_API_TOKEN": "x", "NOTIFLOW_WEBHOOK_SECRET_GRACE": "1m", "NOTIFLOW_WEBHOOK_SECRET_SYNC": "1h"},
+			want: []string{"NOTIFLOW_WEBHOOK_SECRET_GRACE: must be between 10m and 720h, got 1m0s", "NOTIFLOW_WEBHOOK_SECRET_SYNC: must be between 100ms and 10m, got 1h0m0s"},
+		},
+		{
 			name: "params that cannot fit a record",
 			give: map[string]string{"NOTIFLOW_API_TOKEN": "x", "NOTIFLOW_MAX_PARAMS_BYTES": "1048576", "NOTIFLOW_KAFKA_MAX_MESSAGE_BYTES": "1000000"},
-			want: []string{"NOTIFLOW_MAX_PARAMS_BYTES: 1048576 lets a notification reach", "set it to at most 996965,"},
+			want: []string{"NOTIFLOW_MAX_PARAMS_BYTES: 1048576 lets a notification reach", "set it to at most 996963,"},
 		},
 		{
 			name: "a record limit too small for any notification",
@@ -105,6 +110,7 @@ func TestDefaults(t *testing.T) {
 		BulkMax: 10000, MaxParamsBytes: 16384, MaxBulkBodyBytes: 32 << 20, ShutdownTimeout: 20 * time.Second,
 		RedisPrefix: "notiflow:", DispatcherGroup: "notiflow-dispatcher", SinkGroup: "notiflow-sink",
 		BenchLead: 5 * time.Second, BenchStall: 60 * time.Second, BenchSample: 250 * time.Millisecond, BenchMaxNotifications: 1000000,
+		WebhookSecretGrace: 24 * time.Hour, WebhookSecretSync: 10 * time.Second,
 		HTTP: c.HTTP, Kafka: c.Kafka, // lib/obs and lib/kafkax test their own
 	}
 	if !reflect.DeepEqual(c, want) || c.Kafka.TopicDue != "notify.due.v1" {

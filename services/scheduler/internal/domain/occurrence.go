@@ -84,6 +84,9 @@ type Notification struct {
 	Sequence  uint64
 	RunID     string
 	CreatedAt time.Time
+	// SecretRequired: the target has its own webhook signing secret, so
+	// the dispatcher must sign with it (NotificationDue.webhook_secret_required).
+	SecretRequired bool
 }
 
 // NewNotification is the occurrence at of t, claimed at now. The

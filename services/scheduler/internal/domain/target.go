@@ -60,6 +60,10 @@ type Target struct {
 	RunID     string
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// WebhookSecret is the signing secret (whsec_...) a webhook target
+	// gets at creation; it is set only on the target the creating call
+	// returns, never read back.
+	WebhookSecret string
 }
 
 // Limits bounds what a target may carry.

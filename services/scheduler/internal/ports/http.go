@@ -45,6 +45,8 @@ type Options struct {
 	MaxBulkBodyBytes int64
 	// Parked, when set, serves GET /admin/outbox/parked.
 	Parked ParkedLister
+	// Secrets, when set, serves POST /v1/targets/{id}/webhook-secret:rotate.
+	Secrets *app.WebhookSecrets
 }
 
 // ParkedLister reads the outbox rows the relay parked (see app.Relay).
@@ -83,6 +85,9 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.Handle("DELETE /v1/targets/{id}", a.guard.Handle(a.delete))
 	if a.opts.Parked != nil {
 		mux.Handle("GET /admin/outbox/parked", a.guard.Handle(a.listParked))
+	}
+	if a.opts.Secrets != nil {
+		mux.Handle("POST /v1/targets/{id}/webhook-secret:rotate", a.guard.Handle(a.rotateSecret))
 	}
 }
 
@@ -152,9 +157,13 @@ type bulkRequest struct {
 	Targets []targetRequest `json:"targets"`
 }
 
+// bulkResponse lists the new ids in request order; WebhookSecrets, present
+// when the request had webhook targets, is aligned with IDs (null for the
+// targets of other channels).
 type bulkResponse struct {
-	Count int     `json:"count"`
-	IDs   []int64 `json:"ids"`
+	Count          int       `json:"count"`
+	IDs            []int64   `json:"ids"`
+	WebhookSecrets []*string `json:"webhook_secrets,omitempty"`
 }
 
 // targetView is a target as clients receive it.
@@ -172,6 +181,8 @@ type targetView struct {
 	Status      string          `json:"status"`
 	CreatedAt   time.Time       `json:"created_at"`
 	UpdatedAt   time.Time       `json:"updated_at"`
+	// WebhookSecret is only in the answer that creates a webhook target.
+	WebhookSecret string `json:"webhook_secret,omitempty"`
 }
 
 func view(t domain.Target) targetView {
@@ -215,7 +226,9 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	w.Header().Set("Location", "/v1/targets/"+strconv.FormatInt(t.ID, 10))
-	writeJSON(w, http.StatusCreated, view(t))
+	v := view(t)
+	v.WebhookSecret = t.WebhookSecret
+	writeJSON(w, http.StatusCreated, v)
 	return nil
 }
 
@@ -238,11 +251,21 @@ func (a *API) createBulk(w http.ResponseWriter, r *http.Request) error {
 		}
 		ins[i] = in
 	}
-	ids, err := a.targets.CreateBulk(r.Context(), ins)
+	ts, err := a.targets.CreateBulk(r.Context(), ins)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, bulkResponse{Count: len(ids), IDs: ids})
+	resp := bulkResponse{Count: len(ts), IDs: make([]int64, len(ts))}
+	for i, t := range ts {
+		resp.IDs[i] = t.ID
+		if t.WebhookSecret != "" {
+			if resp.WebhookSecrets == nil {
+				resp.WebhookSecrets = make([]*string, len(ts))
+			}
+			resp.WebhookSecrets[i] = &t.WebhookSecret
+		}
+	}
+	writeJSON(w, http.StatusCreated, resp)
 	return nil
 }
 

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/notiflow/notiflow/lib/obs"
 	"github.com/notiflow/notiflow/lib/testkit"
 	"github.com/notiflow/notiflow/services/scheduler/internal/adapters"
@@ -33,9 +35,12 @@ func (c *clock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return 
 func (c *clock) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
 type server struct {
-	url   string
-	store *adapters.MySQLStore
-	clock *clock
+	url     string
+	store   *adapters.MySQLStore
+	clock   *clock
+	rdb     *redis.Client
+	prefix  string
+	secrets *app.WebhookSecrets
 }
 
 func newServer(t *testing.T) *server {
@@ -44,7 +49,8 @@ func newServer(t *testing.T) *server {
 }
 
 // serve starts the API with limits and opts over a store of its own;
-// opts.Parked, when nil, is that store.
+// opts.Parked, when nil, is that store; opts.Secrets, when nil, writes to
+// a Redis prefix of the test's own.
 func serve(t *testing.T, limits domain.Limits, opts ports.Options) *server {
 	t.Helper()
 	ctx := context.Background()
@@ -61,11 +67,16 @@ func serve(t *testing.T, limits domain.Limits, opts ports.Options) *server {
 	}
 	clk := &clock{t: time.Date(2026, 3, 7, 12, 0, 0, 0, time.UTC)}
 	targets := app.NewTargets(store, limits, 5, clk.Now)
+	rdb, prefix := testkit.Redis(t)
+	if opts.Secrets == nil {
+		opts.Secrets = app.NewWebhookSecrets(store, adapters.NewSecretCache(rdb, prefix), app.WebhookSecretsOptions{Grace: 24 * time.Hour, Clock: clk.Now}, nil)
+	}
+	targets.UseSecrets(opts.Secrets)
 	mux := obs.Mux(obs.NewHealth(nil), obs.NewRegistry())
 	ports.NewAPI(targets, opts, slog.New(slog.NewTextHandler(io.Discard, nil))).Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return &server{url: srv.URL, store: store, clock: clk}
+	return &server{url: srv.URL, store: store, clock: clk, rdb: rdb, prefix: prefix, secrets: opts.Secrets}
 }
 
 type response struct {
@@ -163,6 +174,10 @@ func TestRejectedRequests(t *testing.T) {
 		{name: "bulk without token", path: "/v1/targets:bulk", auth: "Bearer x", body: bulkOf(valid), wantCode: 401, wantMsg: "missing or invalid bearer token"},
 		{name: "pause without token", path: "/v1/targets/1/pause", auth: "-", wantCode: 401, wantMsg: "missing or invalid bearer token"},
 		{name: "delete without token", method: "DELETE", path: "/v1/targets/1", auth: "-", wantCode: 401, wantMsg: "missing or invalid bearer token"},
+		{name: "rotate without token", path: "/v1/targets/1/webhook-secret:rotate", auth: "-", wantCode: 401, wantMsg: "missing or invalid bearer token"},
+		{name: "rotate wrong token", path: "/v1/targets/1/webhook-secret:rotate", auth: "Bearer nope", wantCode: 401, wantMsg: "missing or invalid bearer token"},
+		{name: "rotate bad id", path: "/v1/targets/x1/webhook-secret:rotate", wantCode: 400, wantMsg: "id: must be a positive integer"},
+		{name: "rotate missing", path: "/v1/targets/999999/webhook-secret:rotate", wantCode: 404, wantMsg: "target not found"},
 		{name: "unknown field", body: `{"recipient_id":"u1","channel":"inbox","template_id":"t1","due_at":"2026-03-08T09:00:00Z","priority":1}`, wantCode: 400, wantMsg: `unknown field "priority"`},
 		{name: "malformed JSON", body: `{"recipient_id":`, wantCode: 400, wantMsg: "malformed JSON"},
 		{name: "trailing data", body: valid + `{}`, wantCode: 400, wantMsg: "malformed JSON: unexpected data after the object"},
@@ -378,7 +393,7 @@ func TestOpenAPIDocument(t *testing.T) {
 	if r.code != 200 || !bytes.HasPrefix(r.body, []byte("openapi: 3.")) {
 		t.Fatalf("openapi.yaml: %d %.40s", r.code, r.body)
 	}
-	for _, p := range []string{"/v1/targets:", "/v1/targets:bulk:", "/v1/targets/{id}:", "/v1/targets/{id}/pause:", "/v1/targets/{id}/resume:", "bearer",
+	for _, p := range []string{"/v1/targets:", "/v1/targets:bulk:", "/v1/targets/{id}:", "/v1/targets/{id}/pause:", "/v1/targets/{id}/resume:", "/v1/targets/{id}/webhook-secret:rotate:", "bearer",
 		"/v1/notifications:", "/v1/notifications/{notification_id}:", "/v1/recipients/{recipient_id}/inbox:",
 		"/v1/recipients/{recipient_id}/inbox/unread_count:", "/v1/recipients/{recipient_id}/inbox/read:"} {
 		if !bytes.Contains(r.body, []byte(p)) {

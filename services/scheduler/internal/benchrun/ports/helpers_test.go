@@ -126,27 +126,15 @@ func newEnv(t *testing.T, o envOpts) *env {
 	return e
 }
 
-// runService runs svc until the returned stop is called (or the test ends).
+// runService runs svc until the returned stop is called (or the test
+// ends); stop fails the test if Run returned an error.
 func (e *env) runService(t *testing.T, svc *app.Service) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("service Run: %v", err)
-				}
-			case <-time.After(20 * time.Second):
-				t.Errorf("service Run did not return within 20s")
-			}
-		})
+	run := testkit.Go(t, svc.Run)
+	return func() {
+		if err := run.Stop(); err != nil {
+			t.Errorf("service Run: %v", err)
+		}
 	}
-	t.Cleanup(stop)
-	return stop
 }
 
 // startScheduler runs the real scheduler components (lease, claim loop,
@@ -162,10 +150,7 @@ func (e *env) startScheduler(t *testing.T) {
 	sched := schedulerapp.NewScheduler(leader, e.db, relay, e.db, schedulerapp.SchedulerOptions{
 		Tick: 50 * time.Millisecond, ClaimBatch: 1000, Retention: time.Hour, ShutdownTimeout: 10 * time.Second,
 	}, log, m)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = sched.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	testkit.Go(t, sched.Run)
 }
 
 // faults make the simulated pipeline misbehave on purpose, by the position

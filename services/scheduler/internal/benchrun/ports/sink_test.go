@@ -3,14 +3,9 @@ package ports_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,33 +17,11 @@ import (
 	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
 )
 
-var (
-	sinkBinOnce sync.Once
-	sinkBin     string
-	sinkBinErr  error
-)
+// TestMain removes the sink binary testkit.Binary builds.
+func TestMain(m *testing.M) { os.Exit(testkit.RunTests(m)) }
 
-// sinkBinary builds the sink (services/sink) once per test binary.
-func sinkBinary(tb testing.TB) string {
-	tb.Helper()
-	sinkBinOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "notiflow-sink-bin")
-		if err != nil {
-			sinkBinErr = err
-			return
-		}
-		sinkBin = filepath.Join(dir, "sink")
-		cmd := exec.Command("go", "build", "-o", sinkBin, ".")
-		cmd.Dir = filepath.Join("..", "..", "..", "..", "sink")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			sinkBinErr = fmt.Errorf("go build the sink: %v\n%s", err, out)
-		}
-	})
-	if sinkBinErr != nil {
-		tb.Fatal(sinkBinErr)
-	}
-	return sinkBin
-}
+// sinkPkg is the sink's main package, from this package's folder.
+const sinkPkg = "../../../../sink"
 
 // realSink is a sink process of the test's own: its database, results
 // topic and group, its HTTP server (the read API) at url, with the tests'
@@ -63,43 +36,18 @@ func startSink(t *testing.T) *realSink {
 	t.Helper()
 	brokers := testkit.KafkaBrokers(t)
 	s := &realSink{brokers: brokers, topic: testkit.Topic(t, brokers, 1)}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
+	addr := testkit.FreeAddr(t)
 	s.url = "http://" + addr
-	env := map[string]string{
-		"NOTIFLOW_HTTP_ADDR": addr, "NOTIFLOW_MYSQL_DSN": testkit.MySQLDSN(t), "NOTIFLOW_API_TOKEN": token,
-		"NOTIFLOW_KAFKA_BROKERS": strings.Join(brokers, ","), "NOTIFLOW_KAFKA_PARTITIONS": "1",
-		"NOTIFLOW_TOPIC_DISPATCHED": s.topic, "NOTIFLOW_TOPIC_DLQ": testkit.Topic(t, brokers, 1),
-		"NOTIFLOW_GROUP": testkit.Group(t), "NOTIFLOW_BATCH_IDLE": "20ms", "NOTIFLOW_LOG_LEVEL": "warn",
-	}
-	cmd := exec.Command(sinkBinary(t))
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "NOTIFLOW_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	var logs strings.Builder
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-	})
+	sink := testkit.StartProc(t, "sink", testkit.Binary(t, sinkPkg),
+		"NOTIFLOW_HTTP_ADDR="+addr, "NOTIFLOW_MYSQL_DSN="+testkit.MySQLDSN(t), "NOTIFLOW_API_TOKEN="+token,
+		"NOTIFLOW_KAFKA_BROKERS="+strings.Join(brokers, ","), "NOTIFLOW_KAFKA_PARTITIONS=1",
+		"NOTIFLOW_TOPIC_DISPATCHED="+s.topic, "NOTIFLOW_TOPIC_DLQ="+testkit.Topic(t, brokers, 1),
+		"NOTIFLOW_GROUP="+testkit.Group(t), "NOTIFLOW_BATCH_IDLE=20ms", "NOTIFLOW_LOG_LEVEL=warn",
+	)
 	testkit.Eventually(t, 60*time.Second, func() error {
 		select {
-		case <-done:
-			t.Fatalf("the sink exited before it was ready:\n%s", logs.String())
+		case <-sink.Done():
+			t.Fatalf("the sink exited before it was ready: %v\n%s", sink.Err(), sink.Logs())
 		default:
 		}
 		resp, err := http.Get(s.url + "/readyz")
@@ -191,13 +139,4 @@ func adminGet(t *testing.T, e *env, path string) (int, map[string]any) {
 }
 
 // closedAddr returns a loopback address nobody listens on.
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
-}
+func closedAddr(t *testing.T) string { return testkit.FreeAddr(t) }

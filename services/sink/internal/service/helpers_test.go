@@ -1,4 +1,4 @@
-package main
+package service
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -82,7 +81,7 @@ func (e *env) config(tb testing.TB) config.Config {
 	}
 	cfg.MySQLDSN = e.dsn
 	cfg.Group = testkit.Group(tb)
-	cfg.HTTPAddr = freeAddr(tb)
+	cfg.HTTPAddr = testkit.FreeAddr(tb)
 	cfg.Kafka.Brokers = e.brokers
 	cfg.Kafka.TopicDue = e.topic // unused by the sink; not the shared default
 	cfg.Kafka.TopicDispatched = e.topic
@@ -115,52 +114,30 @@ func envVars(cfg config.Config) []string {
 	}
 }
 
-func freeAddr(tb testing.TB) string {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // running is a sink started in this process by start.
 type running struct {
-	cancel context.CancelFunc
-	done   chan error
-	reg    *prometheus.Registry
+	*testkit.Background
+	reg *prometheus.Registry
 }
 
-// start runs the sink in this process until the test ends or stop.
+// start runs the sink in this process (New, then Run on cfg.HTTPAddr) until
+// the test ends or Stop, which cancels it as SIGTERM does and returns Run's
+// error.
 func start(tb testing.TB, cfg config.Config) *running {
 	tb.Helper()
 	if err := cfg.Validate(); err != nil {
 		tb.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{cancel: cancel, done: make(chan error, 1), reg: prometheus.NewRegistry()}
+	r := &running{reg: prometheus.NewRegistry()}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	go func() {
-		err := run(ctx, cfg, log, r.reg)
-		if err != nil && ctx.Err() == nil {
-			log.Error("sink stopped early", "err", err)
+	r.Background = testkit.Go(tb, func(ctx context.Context) error {
+		s, err := New(ctx, cfg, log, r.reg)
+		if err != nil {
+			return err
 		}
-		r.done <- err
-	}()
-	tb.Cleanup(func() { _ = r.stop() })
+		return s.Run(ctx, nil)
+	})
 	return r
-}
-
-// stop cancels the sink (as SIGTERM does) and returns run's error.
-func (r *running) stop() error {
-	r.cancel()
-	err, ok := <-r.done
-	if !ok {
-		return nil
-	}
-	close(r.done)
-	return err
 }
 
 // metric returns the sum of the values of the named counter or gauge.

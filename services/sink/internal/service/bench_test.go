@@ -1,4 +1,4 @@
-package main
+package service
 
 import (
 	"bufio"
@@ -19,6 +19,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	libconfig "github.com/notiflow/notiflow/lib/config"
+	"github.com/notiflow/notiflow/lib/svc"
 	"github.com/notiflow/notiflow/services/sink/internal/adapters"
 	"github.com/notiflow/notiflow/services/sink/internal/config"
 	"github.com/notiflow/notiflow/services/sink/internal/domain"
@@ -46,7 +47,7 @@ func envInt(name string, def int) int {
 // compared). NOTIFLOW_BENCH_FLUSH_CONCURRENCY overrides the flush
 // concurrency (default: the configured default).
 func BenchmarkSink(b *testing.B) {
-	tuneGC() // as main does: the whole benchmark process (raw ceiling included) runs with it
+	svc.SetGCPercent(gcPercent) // as main does: the whole benchmark process (raw ceiling included) runs with it
 	n := envInt("NOTIFLOW_BENCH_RESULTS", 100_000)
 	naiveN := envInt("NOTIFLOW_BENCH_NAIVE_RESULTS", 10_000)
 	var def config.Config
@@ -164,7 +165,7 @@ func runSink(b *testing.B, e *env, cfg config.Config, n int) sinkRun {
 	sum, count := histogram(r.reg, "notiflow_sink_flush_seconds")
 	b.Logf("sink %s; %d flushes, mean %.1f ms, %v statement errors",
 		used, count, 1000*sum/float64(max(count, 1)), r.metric("notiflow_sink_flush_errors_total"))
-	if err := r.stop(); err != nil {
+	if err := r.Stop(); err != nil {
 		b.Fatal(err)
 	}
 	if got := e.rows(b); got != n {

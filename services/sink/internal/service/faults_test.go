@@ -1,14 +1,12 @@
-package main
+package service
 
 import (
 	"bufio"
-	"context"
 	"database/sql"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -200,75 +198,17 @@ func TestDatabaseFailuresLoseNothing(t *testing.T) {
 	})
 }
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
+// sinkPkg is the sink's main package, built as a binary for the tests that
+// signal the process.
+const sinkPkg = "github.com/notiflow/notiflow/services/sink"
 
-// sinkBinary builds the sink once per test run.
-func sinkBinary(t *testing.T) string {
+func TestMain(m *testing.M) { os.Exit(testkit.RunTests(m)) }
+
+// startProc runs the sink binary with the environment vars.
+func startProc(t *testing.T, vars []string) *testkit.Proc {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "sinkbin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "sink")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
+	return testkit.StartProc(t, "sink", testkit.Binary(t, sinkPkg), vars...)
 }
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binPath != "" {
-		_ = os.RemoveAll(filepath.Dir(binPath))
-	}
-	os.Exit(code)
-}
-
-// proc is the sink binary running as a subprocess.
-type proc struct {
-	cmd  *exec.Cmd
-	done chan error
-	out  *os.File
-}
-
-func startProc(t *testing.T, cfg envCfg) *proc {
-	t.Helper()
-	out, err := os.CreateTemp(t.TempDir(), "sink-*.log")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(sinkBinary(t))
-	cmd.Env = append(os.Environ(), cfg...)
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{cmd: cmd, done: make(chan error, 1), out: out}
-	go func() { p.done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-p.done
-		p.done <- nil
-		if t.Failed() {
-			b, _ := os.ReadFile(out.Name())
-			t.Logf("sink output:\n%s", b)
-		}
-	})
-	return p
-}
-
-type envCfg = []string
 
 // metricFromHTTP sums the samples of a metric on the /metrics page.
 func metricFromHTTP(addr, name string) (float64, error) {
@@ -311,11 +251,10 @@ func TestSIGKILLAndRestart(t *testing.T) {
 		}
 		return nil
 	})
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := p.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-p.done
-	p.done <- nil
+	<-p.Done()
 	atKill := e.rows(t)
 	t.Logf("SIGKILL with %d of %d rows persisted", atKill, n)
 	if atKill >= n {
@@ -355,18 +294,15 @@ func TestSIGTERMFlushesAndCommits(t *testing.T) {
 		t.Fatalf("%d rows before SIGTERM; the batch should still be buffered", n)
 	}
 	sent := time.Now()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	select {
-	case err := <-p.done:
-		p.done <- nil
-		if err != nil {
+	case <-p.Done():
+		if err := p.Err(); err != nil {
 			t.Fatalf("sink exited with %v after SIGTERM, want 0", err)
 		}
-	case <-ctx.Done():
+	case <-time.After(20 * time.Second):
 		t.Fatal("sink did not exit within 20s of SIGTERM")
 	}
 	t.Logf("exited %s after SIGTERM", time.Since(sent))
@@ -393,7 +329,7 @@ func TestMariaDBRestart(t *testing.T) {
 	cfg.FlushTimeout = 3 * time.Second
 	r := start(t, cfg)
 	deps := func(args ...string) error {
-		out, err := exec.Command("../../scripts/deps.sh", args...).CombinedOutput()
+		out, err := exec.Command("../../../../scripts/deps.sh", args...).CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("deps.sh %v: %v\n%s", args, err, out)
 		}

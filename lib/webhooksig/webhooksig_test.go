@@ -1,0 +1,70 @@
+package webhooksig_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/notiflow/notiflow/lib/testkit"
+	"github.com/notiflow/notiflow/lib/webhooksig"
+)
+
+func TestGenerateDecode(t *testing.T) {
+	t.Parallel()
+	a, err := webhooksig.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := webhooksig.Generate()
+	if a == b {
+		t.Fatal("two generated secrets are equal")
+	}
+	key, err := webhooksig.Decode(a)
+	if err != nil || len(key) != webhooksig.KeyBytes {
+		t.Fatalf("Decode(generated) = %d bytes, %v", len(key), err)
+	}
+	tests := []struct{ give string }{
+		{""}, {"abc"}, {"whsec_"}, {"whsec_!!!"}, {"whsec_c2hvcnQ="}, {a[len("whsec_"):]},
+	}
+	for _, tt := range tests {
+		if _, err := webhooksig.Decode(tt.give); !errors.Is(err, webhooksig.ErrBadSecret) {
+			t.Errorf("Decode(%q) = %v, want ErrBadSecret", tt.give, err)
+		}
+	}
+}
+
+func TestRecordValid(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	r := webhooksig.Record{Current: "new", Previous: "old", PreviousUntil: now.Add(time.Minute)}
+	if got := r.Valid(now); len(got) != 2 || got[0] != "new" || got[1] != "old" {
+		t.Errorf("during grace: %v", got)
+	}
+	if got := r.Valid(now.Add(time.Minute)); len(got) != 1 || got[0] != "new" {
+		t.Errorf("after grace: %v", got)
+	}
+}
+
+// Store keeps the highest version: a sync writing an older Record after a
+// rotation does not undo it.
+func TestStoreLoadVersionGuard(t *testing.T) {
+	t.Parallel()
+	rdb, prefix := testkit.Redis(t)
+	ctx := context.Background()
+	if _, ok, err := webhooksig.Load(ctx, rdb, prefix, 7); err != nil || ok {
+		t.Fatalf("Load of a missing record: ok=%v err=%v", ok, err)
+	}
+	until := time.UnixMilli(time.Now().Add(time.Hour).UnixMilli())
+	v2 := webhooksig.Record{Version: 2, Current: "whsec_b", Previous: "whsec_a", PreviousUntil: until}
+	if err := webhooksig.Store(ctx, rdb, prefix, 7, v2); err != nil {
+		t.Fatal(err)
+	}
+	if err := webhooksig.Store(ctx, rdb, prefix, 7, webhooksig.Record{Version: 1, Current: "whsec_a"}); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := webhooksig.Load(ctx, rdb, prefix, 7)
+	if err != nil || !ok || got.Version != 2 || got.Current != "whsec_b" || got.Previous != "whsec_a" || !got.PreviousUntil.Equal(until) {
+		t.Fatalf("Load = %+v ok=%v err=%v, want %+v", got, ok, err, v2)
+	}
+}

@@ -1,0 +1,124 @@
+package adapters
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/notiflow/notiflow/lib/webhooksig"
+	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
+)
+
+// ErrSecretMissing: the notification's target has its own signing secret
+// but Redis has none for it (yet); the webhook is not sent unsigned.
+var ErrSecretMissing = errors.New("webhook signing secret of the target is missing in redis")
+
+// maxCachedSecrets bounds the cache; when it is full it is emptied.
+const maxCachedSecrets = 100_000
+
+// SecretsOptions configure Secrets.
+type SecretsOptions struct {
+	// Prefix starts the Redis keys (webhooksig.RedisKey).
+	Prefix string
+	// Global are the secrets (whsec_...) signing the webhooks of targets
+	// without their own; a target's own secret always wins.
+	Global []string
+	// CacheTTL is how long a target's record (or its absence) read from
+	// Redis is reused; 0 reads Redis on every attempt.
+	CacheTTL time.Duration
+	// Now is the clock (tests); time.Now by default.
+	Now func() time.Time
+}
+
+// Secrets gives the keys a webhook is signed with: those of the target's
+// own Record in Redis (kept by the scheduler), else the global ones. A
+// record is cached for CacheTTL, so a rotation reaches the dispatcher
+// within CacheTTL; the end of a grace period is applied at once, since the
+// cached record carries it. It is safe for concurrent use.
+type Secrets struct {
+	rdb    redis.Cmdable
+	opt    SecretsOptions
+	global [][]byte
+
+	mu    sync.Mutex
+	cache map[uint64]cachedRecord
+}
+
+type cachedRecord struct {
+	rec     webhooksig.Record
+	ok      bool
+	fetched time.Time
+}
+
+// NewSecrets returns Secrets reading rdb; it fails when a global secret is
+// not a valid whsec_ secret (the error does not contain it).
+func NewSecrets(rdb redis.Cmdable, opt SecretsOptions) (*Secrets, error) {
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	s := &Secrets{rdb: rdb, opt: opt, cache: map[uint64]cachedRecord{}}
+	for i, g := range opt.Global {
+		key, err := webhooksig.Decode(g)
+		if err != nil {
+			return nil, fmt.Errorf("global webhook secret #%d: %w", i+1, err)
+		}
+		s.global = append(s.global, key)
+	}
+	return s, nil
+}
+
+// Keys returns the keys to sign due's webhook with at this moment: the
+// target's own (current, plus the previous one during a rotation's grace
+// period) when Redis has them, else the global ones (none: the webhook
+// goes unsigned). When due.WebhookSecretRequired is set and the target's
+// record is missing, it returns ErrSecretMissing; a Redis failure is
+// returned as an error too. Either way the caller must not send yet.
+func (s *Secrets) Keys(ctx context.Context, due *notiflowv1.NotificationDue) ([][]byte, error) {
+	now := s.opt.Now()
+	rec, ok, err := s.record(ctx, due.TargetId, now)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		if due.WebhookSecretRequired {
+			return nil, fmt.Errorf("target %d: %w", due.TargetId, ErrSecretMissing)
+		}
+		return s.global, nil
+	}
+	valid := rec.Valid(now)
+	keys := make([][]byte, 0, len(valid))
+	for _, v := range valid {
+		key, err := webhooksig.Decode(v)
+		if err != nil {
+			return nil, fmt.Errorf("webhook secret of target %d in redis: %w", due.TargetId, err)
+		}
+		keys = append(keys, key)
+	}
+	return keys, nil
+}
+
+func (s *Secrets) record(ctx context.Context, target uint64, now time.Time) (webhooksig.Record, bool, error) {
+	s.mu.Lock()
+	c, hit := s.cache[target]
+	s.mu.Unlock()
+	if hit && now.Sub(c.fetched) < s.opt.CacheTTL {
+		return c.rec, c.ok, nil
+	}
+	rec, ok, err := webhooksig.Load(ctx, s.rdb, s.opt.Prefix, target)
+	if err != nil {
+		return webhooksig.Record{}, false, err
+	}
+	if s.opt.CacheTTL > 0 {
+		s.mu.Lock()
+		if len(s.cache) >= maxCachedSecrets {
+			clear(s.cache)
+		}
+		s.cache[target] = cachedRecord{rec: rec, ok: ok, fetched: now}
+		s.mu.Unlock()
+	}
+	return rec, ok, nil
+}

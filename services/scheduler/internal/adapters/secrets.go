@@ -1,0 +1,182 @@
+package adapters
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/notiflow/notiflow/lib/webhooksig"
+	"github.com/notiflow/notiflow/services/scheduler/internal/domain"
+)
+
+// insertSecrets stores the webhook secrets of the targets of chunk that
+// carry one (ids[i] is chunk[i]'s id), as version 1, in tx.
+func insertSecrets(ctx context.Context, tx *sql.Tx, chunk []domain.Target, ids []int64) error {
+	var b strings.Builder
+	var args []any
+	for i, t := range chunk {
+		if t.WebhookSecret == "" {
+			continue
+		}
+		if len(args) > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString("(?, ?, 1, UTC_TIMESTAMP(6))")
+		args = append(args, ids[i], t.WebhookSecret)
+	}
+	if len(args) == 0 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO webhook_secrets (target_id, secret, version, updated_at) VALUES `+b.String(), args...); err != nil {
+		return fmt.Errorf("insert webhook secrets: %w", err)
+	}
+	return nil
+}
+
+// RotateSecret makes secret the current webhook secret of target id; its
+// former secret stays valid until graceUntil. A target without a secret
+// (created before targets had their own) gets its first one. graceUntil
+// is kept to the millisecond, the precision of the Redis copy. It returns
+// the new record; errors wrap domain.ErrNotFound (no such target, or
+// deleted) and domain.ErrConflict (not a webhook target).
+func (s *MySQLStore) RotateSecret(ctx context.Context, id int64, secret string, graceUntil time.Time) (webhooksig.Record, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return webhooksig.Record{}, fmt.Errorf("rotate webhook secret: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	var ch string
+	err = tx.QueryRowContext(ctx, `SELECT channel FROM notification_targets WHERE id = ? AND status <> ? FOR UPDATE`,
+		id, string(domain.StatusDeleted)).Scan(&ch)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return webhooksig.Record{}, domain.ErrNotFound
+	case err != nil:
+		return webhooksig.Record{}, fmt.Errorf("rotate webhook secret: lock target: %w", err)
+	case domain.Channel(ch) != domain.ChannelWebhook:
+		return webhooksig.Record{}, fmt.Errorf("%w: channel %s has no webhook secret", domain.ErrConflict, ch)
+	}
+	rec := webhooksig.Record{Version: 1, Current: secret}
+	var old string
+	var version int64
+	err = tx.QueryRowContext(ctx, `SELECT secret, version FROM webhook_secrets WHERE target_id = ? FOR UPDATE`, id).Scan(&old, &version)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		_, err = tx.ExecContext(ctx, `INSERT INTO webhook_secrets (target_id, secret, version, updated_at) VALUES (?, ?, 1, UTC_TIMESTAMP(6))`, id, secret)
+	case err == nil:
+		rec = webhooksig.Record{Version: version + 1, Current: secret, Previous: old, PreviousUntil: graceUntil.UTC().Truncate(time.Millisecond)}
+		_, err = tx.ExecContext(ctx, `UPDATE webhook_secrets SET secret = ?, previous_secret = ?, previous_until = ?, version = ?,
+			updated_at = UTC_TIMESTAMP(6) WHERE target_id = ?`, secret, old, rec.PreviousUntil, rec.Version, id)
+	}
+	if err != nil {
+		return webhooksig.Record{}, fmt.Errorf("rotate webhook secret of target %d: %w", id, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return webhooksig.Record{}, fmt.Errorf("rotate webhook secret: commit: %w", err)
+	}
+	return rec, nil
+}
+
+// SecretPage returns up to limit webhook secret records of targets that
+// are not deleted, with a target id above afterID, in id order; with
+// since set, only those updated at or after it (the database's clock).
+func (s *MySQLStore) SecretPage(ctx context.Context, afterID int64, since time.Time, limit int) (map[int64]webhooksig.Record, int64, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT w.target_id, w.secret, w.previous_secret, w.previous_until, w.version
+		FROM webhook_secrets w JOIN notification_targets t ON t.id = w.target_id
+		WHERE w.target_id > ? AND w.updated_at >= ? AND t.status <> ? ORDER BY w.target_id LIMIT ?`,
+		afterID, since.UTC(), string(domain.StatusDeleted), limit)
+	if err != nil {
+		return nil, 0, fmt.Errorf("read webhook secrets: %w", err)
+	}
+	defer rows.Close()
+	out := map[int64]webhooksig.Record{}
+	last := afterID
+	for rows.Next() {
+		var (
+			id    int64
+			rec   webhooksig.Record
+			prev  sql.NullString
+			until sql.NullTime
+		)
+		if err := rows.Scan(&id, &rec.Current, &prev, &until, &rec.Version); err != nil {
+			return nil, 0, fmt.Errorf("read webhook secret: %w", err)
+		}
+		rec.Previous, rec.PreviousUntil = prev.String, until.Time
+		out[id], last = rec, id
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("read webhook secrets: %w", err)
+	}
+	return out, last, nil
+}
+
+// DBNow returns the database's clock (UTC), the one updated_at uses.
+func (s *MySQLStore) DBNow(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	if err := s.db.QueryRowContext(ctx, `SELECT UTC_TIMESTAMP(6)`).Scan(&now); err != nil {
+		return time.Time{}, fmt.Errorf("read the database clock: %w", err)
+	}
+	return now, nil
+}
+
+// SecretCache is the copy of the webhook secrets in Redis that the
+// dispatcher reads (lib/webhooksig owns its format). It is safe for
+// concurrent use.
+type SecretCache struct {
+	rdb    *redis.Client
+	prefix string
+}
+
+// NewSecretCache returns the cache under prefix (the dispatcher's
+// NOTIFLOW_REDIS_PREFIX).
+func NewSecretCache(rdb *redis.Client, prefix string) *SecretCache {
+	return &SecretCache{rdb: rdb, prefix: prefix}
+}
+
+// Put writes recs (target id -> record) in one pipeline; a record never
+// replaces one of a higher version.
+func (c *SecretCache) Put(ctx context.Context, recs map[int64]webhooksig.Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	cmds, err := c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for id, rec := range recs {
+			_ = webhooksig.Store(ctx, p, c.prefix, uint64(id), rec)
+		}
+		return nil
+	})
+	if err == nil {
+		for _, cmd := range cmds {
+			if err = cmd.Err(); err != nil && !errors.Is(err, redis.Nil) {
+				break
+			}
+			err = nil
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("write %d webhook secrets to redis: %w", len(recs), err)
+	}
+	return nil
+}
+
+// Synced reports whether the marker of a complete sync is in Redis.
+func (c *SecretCache) Synced(ctx context.Context) (bool, error) {
+	n, err := c.rdb.Exists(ctx, webhooksig.SyncedKey(c.prefix)).Result()
+	if err != nil {
+		return false, fmt.Errorf("read the webhook secrets sync marker: %w", err)
+	}
+	return n == 1, nil
+}
+
+// MarkSynced sets the marker of a complete sync.
+func (c *SecretCache) MarkSynced(ctx context.Context) error {
+	if err := c.rdb.Set(ctx, webhooksig.SyncedKey(c.prefix), "1", 0).Err(); err != nil {
+		return fmt.Errorf("set the webhook secrets sync marker: %w", err)
+	}
+	return nil
+}

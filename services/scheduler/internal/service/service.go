@@ -1,0 +1,197 @@
+// Package service wires the scheduler together (config, MySQL, Redis,
+// Kafka, the targets API, the benchmark admin API, the scan loop, HTTP)
+// and runs it with a bounded shutdown. main and the tests build it the same
+// way.
+package service
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/notiflow/notiflow/lib/kafkax"
+	"github.com/notiflow/notiflow/lib/obs"
+	"github.com/notiflow/notiflow/lib/svc"
+	"github.com/notiflow/notiflow/services/scheduler/internal/adapters"
+	"github.com/notiflow/notiflow/services/scheduler/internal/app"
+	benchadapters "github.com/notiflow/notiflow/services/scheduler/internal/benchrun/adapters"
+	benchapp "github.com/notiflow/notiflow/services/scheduler/internal/benchrun/app"
+	benchports "github.com/notiflow/notiflow/services/scheduler/internal/benchrun/ports"
+	"github.com/notiflow/notiflow/services/scheduler/internal/config"
+	"github.com/notiflow/notiflow/services/scheduler/internal/domain"
+	"github.com/notiflow/notiflow/services/scheduler/internal/ports"
+)
+
+// Service is one scheduler process's components. Build it with New, run it
+// once with Run.
+type Service struct {
+	cfg    config.Config
+	log    *slog.Logger
+	health *obs.Health
+	store  *adapters.MySQLStore
+	rdb    *redis.Client
+	writer *kafka.Writer
+	sched  *app.Scheduler
+	bench  *benchapp.Service
+	// secrets keeps the Redis copy of the webhook signing secrets in step.
+	secrets *app.WebhookSecrets
+	mux     *http.ServeMux
+}
+
+// GCPercent is the garbage-collection target main applies unless GOGC is
+// set (svc.SetGCPercent): 0, Go's default.
+func GCPercent(config.Config) int { return 0 }
+
+// Run builds the scheduler from a validated cfg and runs it until ctx
+// ends: what main does.
+func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	s, err := New(ctx, cfg, log, nil)
+	if err != nil {
+		return err
+	}
+	return s.Run(ctx, nil)
+}
+
+// topics are the topics the scheduler reads or writes: it publishes due
+// notifications, and the benchmark reads the sink group's lag on results.
+func topics(cfg config.Config) []string {
+	return []string{cfg.Kafka.TopicDue, cfg.Kafka.TopicDispatched}
+}
+
+// New builds the scheduler from a validated cfg: it opens MySQL and
+// migrates the schema, and makes sure the topics exist
+// (kafkax.PrepareTopics: waiting for Kafka while ctx lasts, failing at once
+// on a topic Kafka refuses). reg may be nil (a fresh registry).
+func New(ctx context.Context, cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (*Service, error) {
+	if reg == nil {
+		reg = obs.NewRegistry()
+	}
+	metrics := app.NewMetrics(reg)
+	s := &Service{cfg: cfg, log: log, health: obs.NewHealth(log)}
+	var err error
+	if s.store, err = adapters.OpenMySQL(ctx, cfg.MySQLDSN, cfg.MySQLMaxConns); err != nil {
+		return nil, err
+	}
+	if err := s.store.Migrate(ctx); err != nil {
+		s.close()
+		return nil, err
+	}
+	s.rdb = redis.NewClient(&redis.Options{Addr: cfg.RedisAddr, Password: cfg.RedisPassword})
+	if err := kafkax.PrepareTopics(ctx, cfg.Kafka.Brokers, log, cfg.Kafka.TopicsNamed(topics(cfg)...)...); err != nil {
+		s.close()
+		return nil, err
+	}
+	s.writer = kafkax.NewWriter(cfg.Kafka.Brokers, kafkax.WriterOptions{
+		WriteTimeout: cfg.Kafka.WriteTimeout, MaxMessageBytes: cfg.Kafka.MaxMessageBytes,
+	})
+
+	s.health.AddCheck("mysql", s.store.Ping)
+	s.health.AddCheck("redis", func(ctx context.Context) error { return s.rdb.Ping(ctx).Err() })
+	s.health.AddCheck("kafka", kafkax.HealthCheck(cfg.Kafka.Brokers, topics(cfg)...))
+	s.mux = obs.Mux(s.health, reg)
+
+	targets := app.NewTargets(s.store, domain.Limits{
+		MaxParamsBytes: cfg.MaxParamsBytes, MaxRecordBytes: cfg.Kafka.MaxMessageBytes, RecordBytes: adapters.DueRecordBytes,
+	}, cfg.BulkMax, nil)
+	s.secrets = app.NewWebhookSecrets(s.store, adapters.NewSecretCache(s.rdb, cfg.RedisPrefix), app.WebhookSecretsOptions{
+		Grace: cfg.WebhookSecretGrace, SyncEvery: cfg.WebhookSecretSync,
+	}, log)
+	targets.UseSecrets(s.secrets)
+	ports.NewAPI(targets, ports.Options{
+		Token: cfg.APIToken, MaxParamsBytes: cfg.MaxParamsBytes, MaxBulkBodyBytes: cfg.MaxBulkBodyBytes, Parked: s.store,
+		Secrets: s.secrets,
+	}, log).Register(s.mux)
+	if cfg.APIToken == "" {
+		log.Warn("API authentication is disabled (NOTIFLOW_INSECURE_NO_AUTH): development only")
+	}
+	s.bench = s.newBench(targets)
+	benchports.NewHandler(s.bench, cfg.APIToken, log).
+		WithSinkAPI(benchports.SinkAPI{BaseURL: cfg.SinkAPIURL, Token: cfg.APIToken}).Register(s.mux)
+
+	leader := app.NewLeader(app.RedisMutexes(s.rdb, cfg.LockKey, cfg.LockTTL), cfg.LockTTL, log, metrics)
+	relay := app.NewRelay(s.store, adapters.NewDuePublisher(s.writer, cfg.Kafka.TopicDue), cfg.RelayBatch, time.Now, metrics, log)
+	s.sched = app.NewScheduler(leader, s.store, relay, s.store, app.SchedulerOptions{
+		Tick:            cfg.Tick,
+		ClaimBatch:      cfg.ClaimBatch,
+		Policy:          domain.MissedPolicy{Collapse: cfg.CollapseMissed, MaxCatchUp: cfg.MaxCatchUp},
+		Retention:       cfg.OutboxRetention,
+		ShutdownTimeout: cfg.ShutdownTimeout,
+	}, log, metrics)
+	return s, nil
+}
+
+// newBench builds the benchmark service behind the admin endpoints: it
+// creates a run's targets through targets (the API's bulk-create path).
+func (s *Service) newBench(targets *app.Targets) *benchapp.Service {
+	cfg := s.cfg
+	kc := &kafka.Client{Addr: kafka.TCP(cfg.Kafka.Brokers...), Timeout: 2 * time.Second}
+	return benchapp.NewService(benchapp.Deps{
+		Runs:      benchadapters.NewStore(s.store.DB()),
+		Targets:   app.NewRuns(targets, s.store),
+		Persisted: benchadapters.NewPersisted(s.store.DB()),
+		Sends:     benchadapters.NewSimSends(s.rdb, cfg.RedisPrefix),
+		Lag: benchadapters.NewLag(kc,
+			benchadapters.GroupTopic{Group: cfg.DispatcherGroup, Topic: cfg.Kafka.TopicDue},
+			benchadapters.GroupTopic{Group: cfg.SinkGroup, Topic: cfg.Kafka.TopicDispatched}),
+	},
+		benchapp.Options{
+			Lead: cfg.BenchLead, Stall: cfg.BenchStall, Sample: cfg.BenchSample, MaxNotifications: cfg.BenchMaxNotifications,
+		}, s.log)
+}
+
+// Ready reports whether the scheduler can work (MySQL, Redis and Kafka
+// answer, not draining).
+func (s *Service) Ready(ctx context.Context) error { return s.health.Ready(ctx) }
+
+// Handler serves the targets API, the benchmark admin API, /healthz,
+// /readyz and /metrics.
+func (s *Service) Handler() http.Handler { return s.mux }
+
+// Run scans and serves the API until ctx ends, serving HTTP on ln (nil:
+// listen on NOTIFLOW_HTTP_ADDR), and shuts down in the order of svc.Runner.
+// The scheduler's intake (steps 2-4) is the scan loop, which stops ticking,
+// finishes its current claim batch, flushes the relay and releases the scan
+// lock (app.Scheduler.Run), and the benchmark service, which stops taking
+// runs and marks the runs it watches failed (benchapp.Service.Run). The
+// webhook secrets sync to Redis (app.WebhookSecrets.Run) is a helper. The
+// clients closed then are the Kafka writer, Redis and MySQL; the HTTP
+// server, closed last, lets in-flight API requests finish.
+//
+// Run returns an error when a component fails, or when the shutdown takes
+// longer than NOTIFLOW_SHUTDOWN_TIMEOUT.
+func (s *Service) Run(ctx context.Context, ln net.Listener) error {
+	scan := s.sched.Run
+	if !s.cfg.ScanEnabled {
+		scan = func(ctx context.Context) error {
+			s.log.Info("scanning disabled (NOTIFLOW_SCAN_ENABLED=false): serving the API only")
+			<-ctx.Done()
+			return nil
+		}
+	}
+	return svc.Runner{
+		Name: "scheduler", Log: s.log, Health: s.health,
+		Work:     []func(context.Context) error{scan, s.bench.Run},
+		Helpers:  []func(context.Context) error{s.secrets.Run},
+		Close:    s.close,
+		Listener: ln, Addr: s.cfg.HTTPAddr, Handler: s.mux, HTTP: s.cfg.HTTP,
+		ShutdownTimeout: s.cfg.ShutdownTimeout,
+	}.Run(ctx)
+}
+
+func (s *Service) close() {
+	if s.writer != nil {
+		_ = s.writer.Close()
+	}
+	if s.rdb != nil {
+		_ = s.rdb.Close()
+	}
+	if s.store != nil {
+		s.store.Close()
+	}
+}
