@@ -37,23 +37,6 @@ func Print(w io.Writer, cfg any) error {
 	return nil
 }
 
-// LoadChecked fills cfg from the process environment (Load), writes it to
-// printTo with Print when printTo is not nil, then runs cfg's Validate. A
-// configuration that does not load is not printed; one that loads but
-// fails Validate is printed, then its error returned. It is what a
-// service's main calls, printTo set by its -print-config flag.
-func LoadChecked(cfg interface{ Validate() error }, printTo io.Writer) error {
-	if err := Load(cfg); err != nil {
-		return err
-	}
-	if printTo != nil {
-		if err := Print(printTo, cfg); err != nil {
-			return err
-		}
-	}
-	return cfg.Validate()
-}
-
 // PrintConfigUsage is the help text of each service's -print-config flag.
 const PrintConfigUsage = "print the effective configuration (every NOTIFLOW_* variable read, after environment and defaults, secrets redacted) as NAME=value lines and exit; exit status 2 if it is invalid"
 

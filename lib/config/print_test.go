@@ -107,52 +107,6 @@ func TestPrintRoundTrips(t *testing.T) {
 	}
 }
 
-func TestLoadChecked(t *testing.T) {
-	t.Setenv("T_TOKEN", "tok-s3cret")
-	t.Run("valid prints", func(t *testing.T) {
-		t.Setenv("T_WAIT", "2s")
-		var c secrets
-		var buf bytes.Buffer
-		if err := LoadChecked(&c, &buf); err != nil {
-			t.Fatalf("LoadChecked: %v", err)
-		}
-		if !strings.Contains(buf.String(), "T_WAIT=2s\n") || !strings.Contains(buf.String(), "T_TOKEN=redacted\n") {
-			t.Errorf("printed %q", buf.String())
-		}
-	})
-	t.Run("invalid prints, then fails naming the variable", func(t *testing.T) {
-		t.Setenv("T_WAIT", "5ms")
-		var c secrets
-		var buf bytes.Buffer
-		err := LoadChecked(&c, &buf)
-		if err == nil || !strings.Contains(err.Error(), "T_WAIT") {
-			t.Fatalf("LoadChecked = %v, want an error naming T_WAIT", err)
-		}
-		if !strings.Contains(buf.String(), "T_WAIT=5ms\n") {
-			t.Errorf("printed %q", buf.String())
-		}
-	})
-	t.Run("unparsable is not printed", func(t *testing.T) {
-		t.Setenv("T_WAIT", "soon")
-		var c secrets
-		var buf bytes.Buffer
-		err := LoadChecked(&c, &buf)
-		if err == nil || !strings.Contains(err.Error(), `T_WAIT="soon"`) {
-			t.Fatalf("LoadChecked = %v, want an error naming T_WAIT", err)
-		}
-		if buf.Len() != 0 {
-			t.Errorf("printed %q", buf.String())
-		}
-	})
-	t.Run("no printer", func(t *testing.T) {
-		t.Setenv("T_WAIT", "2s")
-		var c secrets
-		if err := LoadChecked(&c, nil); err != nil || c.Wait != 2*time.Second {
-			t.Fatalf("LoadChecked = %v, Wait %s", err, c.Wait)
-		}
-	})
-}
-
 func TestPrintWriteError(t *testing.T) {
 	t.Parallel()
 	if err := Print(failingWriter{}, &sample{}); err == nil {

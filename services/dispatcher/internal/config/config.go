@@ -20,7 +20,7 @@ import (
 )
 
 // Config is the dispatcher's configuration. Load it with lib/config
-// (LoadChecked in main), which validates it.
+// (lib/svc's svc.Program in main), which validates it.
 type Config struct {
 	HTTPAddr        string        `env:"NOTIFLOW_HTTP_ADDR" default:":8081"`
 	LogLevel        string        `env:"NOTIFLOW_LOG_LEVEL" default:"info"`

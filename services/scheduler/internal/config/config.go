@@ -18,7 +18,7 @@ import (
 )
 
 // Config is the scheduler's configuration. Load it with lib/config
-// (LoadChecked in main), which validates it.
+// (lib/svc's svc.Program in main), which validates it.
 type Config struct {
 	HTTPAddr      string `env:"NOTIFLOW_HTTP_ADDR" default:":8080"`
 	MySQLDSN      string `env:"NOTIFLOW_MYSQL_DSN" secret:"dsn" default:"notiflow:notiflow@tcp(127.0.0.1:3306)/notiflow?parseTime=true&loc=UTC"`

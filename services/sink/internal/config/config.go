@@ -17,7 +17,7 @@ import (
 )
 
 // Config is the sink's configuration. Load it with lib/config
-// (LoadChecked in main), which validates it.
+// (lib/svc's svc.Program in main), which validates it.
 type Config struct {
 	HTTPAddr string `env:"NOTIFLOW_HTTP_ADDR" default:":8082"`
 	// APIToken is the bearer token of the read API (the scheduler's
