@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"reflect"
 	"strings"
 	"time"
@@ -35,6 +36,25 @@ func Print(w io.Writer, cfg any) error {
 		return fmt.Errorf("print config: %w", err)
 	}
 	return nil
+}
+
+// LogValue is what a log line shows of cfg: every variable cfg's type
+// reads, as Print writes it (secrets redacted the same way), one attribute
+// per variable named after it. A config type's LogValue method returns it,
+// so the log and -print-config never disagree.
+func LogValue(cfg any) slog.Value {
+	v := reflect.ValueOf(cfg)
+	if v.Kind() == reflect.Pointer {
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct {
+		return slog.StringValue(fmt.Sprintf("config: LogValue needs a struct, got %T", cfg))
+	}
+	var attrs []slog.Attr
+	walk(v, func(f reflect.Value, sf reflect.StructField, name string) {
+		attrs = append(attrs, slog.String(name, redact(sf.Tag.Get("secret"), format(f))))
+	})
+	return slog.GroupValue(attrs...)
 }
 
 // PrintConfigUsage is the help text of each service's -print-config flag.

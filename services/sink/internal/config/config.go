@@ -117,24 +117,6 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// LogValue is what a log line shows of c: the MySQL password is left out.
-func (c Config) LogValue() slog.Value {
-	return slog.GroupValue(
-		slog.String("http_addr", c.HTTPAddr),
-		slog.Bool("auth", c.APIToken != ""),
-		slog.Any("http", c.HTTP),
-		slog.String("mysql_dsn", libconfig.RedactDSN(c.MySQLDSN)),
-		slog.String("group", c.Group),
-		slog.Bool("naive", c.Naive),
-		slog.Int("batch_size", c.BatchSize),
-		slog.Duration("batch_idle", c.BatchIdle),
-		slog.Duration("batch_max_age", c.BatchMaxAge),
-		slog.Int("flush_concurrency", c.FlushConcurrency),
-		slog.Duration("flush_timeout", c.FlushTimeout),
-		slog.Int("max_in_flight", c.MaxInFlight),
-		slog.Duration("shutdown_timeout", c.ShutdownTimeout),
-		slog.Any("kafka_brokers", c.Kafka.Brokers),
-		slog.String("topic_dispatched", c.Kafka.TopicDispatched),
-		slog.String("topic_dlq", c.Kafka.TopicDLQ),
-	)
-}
+// LogValue is what a log line shows of c: every variable as -print-config
+// prints it, secrets redacted (lib/config's LogValue).
+func (c Config) LogValue() slog.Value { return libconfig.LogValue(c) }
