@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"fmt"
 	"errors"
 	"strings"
 	"testing"
@@ -133,5 +134,25 @@ func TestRedactDSN(t *testing.T) {
 		if got := RedactDSN(tt.give); got != tt.want {
 			t.Errorf("RedactDSN(%q) = %q, want %q", tt.give, got, tt.want)
 		}
+	}
+}
+
+// TestLogValueIsWhatPrintShows: the log shows every variable Print writes,
+// with the same values, secrets redacted.
+func TestLogValueIsWhatPrintShows(t *testing.T) {
+	c := secrets{Addr: "h:1", Token: "tok-s3cret", Password: "pw-s3cret", DSN: "u:dsn-s3cret@tcp(h:3306)/d", Wait: time.Minute}
+	var buf bytes.Buffer
+	if err := Print(&buf, c); err != nil {
+		t.Fatal(err)
+	}
+	var logged strings.Builder
+	for _, a := range LogValue(c).Group() {
+		fmt.Fprintf(&logged, "%s=%s\n", a.Key, a.Value.String())
+	}
+	if logged.String() != buf.String() {
+		t.Errorf("LogValue shows\n%s\nPrint writes\n%s", logged.String(), buf.String())
+	}
+	if strings.Contains(logged.String(), "s3cret") {
+		t.Errorf("LogValue shows a secret: %s", logged.String())
 	}
 }
