@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"reflect"
 	"strings"
 	"time"
@@ -37,21 +38,23 @@ func Print(w io.Writer, cfg any) error {
 	return nil
 }
 
-// LoadChecked fills cfg from the process environment (Load), writes it to
-// printTo with Print when printTo is not nil, then runs cfg's Validate. A
-// configuration that does not load is not printed; one that loads but
-// fails Validate is printed, then its error returned. It is what a
-// service's main calls, printTo set by its -print-config flag.
-func LoadChecked(cfg interface{ Validate() error }, printTo io.Writer) error {
-	if err := Load(cfg); err != nil {
-		return err
+// LogValue is what a log line shows of cfg: every variable cfg's type
+// reads, as Print writes it (secrets redacted the same way), one attribute
+// per variable named after it. A config type's LogValue method returns it,
+// so the log and -print-config never disagree.
+func LogValue(cfg any) slog.Value {
+	v := reflect.ValueOf(cfg)
+	if v.Kind() == reflect.Pointer {
+		v = v.Elem()
 	}
-	if printTo != nil {
-		if err := Print(printTo, cfg); err != nil {
-			return err
-		}
+	if v.Kind() != reflect.Struct {
+		return slog.StringValue(fmt.Sprintf("config: LogValue needs a struct, got %T", cfg))
 	}
-	return cfg.Validate()
+	var attrs []slog.Attr
+	walk(v, func(f reflect.Value, sf reflect.StructField, name string) {
+		attrs = append(attrs, slog.String(name, redact(sf.Tag.Get("secret"), format(f))))
+	})
+	return slog.GroupValue(attrs...)
 }
 
 // PrintConfigUsage is the help text of each service's -print-config flag.

@@ -3,6 +3,7 @@ package config
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -107,52 +108,6 @@ func TestPrintRoundTrips(t *testing.T) {
 	}
 }
 
-func TestLoadChecked(t *testing.T) {
-	t.Setenv("T_TOKEN", "tok-s3cret")
-	t.Run("valid prints", func(t *testing.T) {
-		t.Setenv("T_WAIT", "2s")
-		var c secrets
-		var buf bytes.Buffer
-		if err := LoadChecked(&c, &buf); err != nil {
-			t.Fatalf("LoadChecked: %v", err)
-		}
-		if !strings.Contains(buf.String(), "T_WAIT=2s\n") || !strings.Contains(buf.String(), "T_TOKEN=redacted\n") {
-			t.Errorf("printed %q", buf.String())
-		}
-	})
-	t.Run("invalid prints, then fails naming the variable", func(t *testing.T) {
-		t.Setenv("T_WAIT", "5ms")
-		var c secrets
-		var buf bytes.Buffer
-		err := LoadChecked(&c, &buf)
-		if err == nil || !strings.Contains(err.Error(), "T_WAIT") {
-			t.Fatalf("LoadChecked = %v, want an error naming T_WAIT", err)
-		}
-		if !strings.Contains(buf.String(), "T_WAIT=5ms\n") {
-			t.Errorf("printed %q", buf.String())
-		}
-	})
-	t.Run("unparsable is not printed", func(t *testing.T) {
-		t.Setenv("T_WAIT", "soon")
-		var c secrets
-		var buf bytes.Buffer
-		err := LoadChecked(&c, &buf)
-		if err == nil || !strings.Contains(err.Error(), `T_WAIT="soon"`) {
-			t.Fatalf("LoadChecked = %v, want an error naming T_WAIT", err)
-		}
-		if buf.Len() != 0 {
-			t.Errorf("printed %q", buf.String())
-		}
-	})
-	t.Run("no printer", func(t *testing.T) {
-		t.Setenv("T_WAIT", "2s")
-		var c secrets
-		if err := LoadChecked(&c, nil); err != nil || c.Wait != 2*time.Second {
-			t.Fatalf("LoadChecked = %v, Wait %s", err, c.Wait)
-		}
-	})
-}
-
 func TestPrintWriteError(t *testing.T) {
 	t.Parallel()
 	if err := Print(failingWriter{}, &sample{}); err == nil {
@@ -179,5 +134,25 @@ func TestRedactDSN(t *testing.T) {
 		if got := RedactDSN(tt.give); got != tt.want {
 			t.Errorf("RedactDSN(%q) = %q, want %q", tt.give, got, tt.want)
 		}
+	}
+}
+
+// TestLogValueIsWhatPrintShows: the log shows every variable Print writes,
+// with the same values, secrets redacted.
+func TestLogValueIsWhatPrintShows(t *testing.T) {
+	c := secrets{Addr: "h:1", Token: "tok-s3cret", Password: "pw-s3cret", DSN: "u:dsn-s3cret@tcp(h:3306)/d", Wait: time.Minute}
+	var buf bytes.Buffer
+	if err := Print(&buf, c); err != nil {
+		t.Fatal(err)
+	}
+	var logged strings.Builder
+	for _, a := range LogValue(c).Group() {
+		fmt.Fprintf(&logged, "%s=%s\n", a.Key, a.Value.String())
+	}
+	if logged.String() != buf.String() {
+		t.Errorf("LogValue shows\n%s\nPrint writes\n%s", logged.String(), buf.String())
+	}
+	if strings.Contains(logged.String(), "s3cret") {
+		t.Errorf("LogValue shows a secret: %s", logged.String())
 	}
 }

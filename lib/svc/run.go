@@ -25,9 +25,10 @@ import (
 //     returns (offsets committed, the scan lock released);
 //  5. the Helpers, which in-flight work needed until then (batchers,
 //     publishers), stop;
-//  6. Close closes the clients (Kafka writers, Redis, MySQL);
-//  7. the HTTP server shuts down last, so /healthz and /metrics answer
-//     throughout.
+//  6. the HTTP server shuts down: it takes no new request and lets the
+//     requests in flight finish (they may still use every client), so
+//     /healthz and /metrics answer until the work is done;
+//  7. Close closes the clients (Kafka writers, Redis, MySQL) last.
 //
 // Steps 2 to 4 happen inside each Work function; Runner orders the rest.
 type Runner struct {
@@ -39,8 +40,9 @@ type Runner struct {
 	Work []func(ctx context.Context) error
 	// Helpers run until every Work function has returned.
 	Helpers []func(ctx context.Context) error
-	// Close closes the clients once Work and Helpers have returned (it is
-	// also called when Run returns early, so it runs exactly once).
+	// Close closes the clients once Work, Helpers and the HTTP server have
+	// returned (it is also called when Run returns early, so it runs exactly
+	// once).
 	Close func()
 	// Listener is where HTTP is served; nil: listen on Addr.
 	Listener net.Listener
@@ -118,9 +120,9 @@ func (r Runner) Run(ctx context.Context) error {
 		work.Wait()
 		stopHelpers() // 5.
 		helpers.Wait()
-		closeClients() // 6.
-		stopHTTP()     // 7.
+		stopHTTP() // 6.
 		<-httpDone
+		closeClients() // 7.
 	}()
 	select {
 	case <-done:

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -52,8 +53,9 @@ func healthz(addr string) error {
 }
 
 // TestRunnerShutdownOrder: once ctx ends, readiness is false before the
-// work drains, helpers stop only after the work returned, the clients are
-// closed after the helpers, and HTTP answers until then and stops last.
+// work drains, helpers stop only after the work returned, HTTP answers until
+// then, a request in flight finishes before the clients are closed, and the
+// clients are closed last.
 func TestRunnerShutdownOrder(t *testing.T) {
 	t.Parallel()
 	log := slog.New(slog.DiscardHandler)
@@ -63,6 +65,23 @@ func TestRunnerShutdownOrder(t *testing.T) {
 	var ev events
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan struct{})
+	helperDone, closeCalled, entered := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var inFlight atomic.Int32
+	mux := obs.Mux(health, obs.NewRegistry())
+	// /slow stands for an API request that uses the clients: it is in
+	// flight across the whole drain, and then waits (bounded) for the
+	// clients to be closed under it.
+	mux.HandleFunc("GET /slow", func(w http.ResponseWriter, _ *http.Request) {
+		inFlight.Add(1)
+		defer inFlight.Add(-1)
+		close(entered)
+		<-helperDone
+		select {
+		case <-closeCalled:
+		case <-time.After(2 * time.Second):
+		}
+		w.WriteHeader(http.StatusOK)
+	})
 	r := Runner{
 		Name: "test", Log: log, Health: health,
 		Work: []func(context.Context) error{func(ctx context.Context) error {
@@ -77,19 +96,39 @@ func TestRunnerShutdownOrder(t *testing.T) {
 		Helpers: []func(context.Context) error{func(ctx context.Context) error {
 			<-ctx.Done()
 			ev.add("helper stopped")
+			close(helperDone)
 			return nil
 		}},
 		Close: func() {
-			if err := healthz(addr); err != nil {
-				ev.add("HTTP gone before close: " + err.Error())
+			if n := inFlight.Load(); n != 0 {
+				ev.add(fmt.Sprintf("clients closed under %d request(s) in flight", n))
+			}
+			close(closeCalled)
+			if err := healthz(addr); err == nil {
+				ev.add("HTTP still answering at close")
 			}
 			ev.add("clients closed")
 		},
-		Listener: ln, Handler: obs.Mux(health, obs.NewRegistry()), ShutdownTimeout: 5 * time.Second,
+		Listener: ln, Handler: mux, ShutdownTimeout: 5 * time.Second,
 	}
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
 	<-started
+	slow := make(chan error, 1)
+	go func() {
+		resp, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + addr + "/slow")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				err = fmt.Errorf("status %d", resp.StatusCode)
+			}
+		}
+		slow <- err
+	}()
+	<-entered
+	if err := healthz(addr); err != nil {
+		t.Fatalf("HTTP before the shutdown: %v", err)
+	}
 	cancel()
 	select {
 	case err := <-done:
@@ -102,6 +141,9 @@ func TestRunnerShutdownOrder(t *testing.T) {
 	want := []string{"work drained", "helper stopped", "clients closed"}
 	if got := ev.list(); !slices.Equal(got, want) {
 		t.Fatalf("events %q, want %q", got, want)
+	}
+	if err := <-slow; err != nil {
+		t.Fatalf("the request in flight at shutdown: %v", err)
 	}
 	if err := healthz(addr); err == nil {
 		t.Fatal("HTTP still answers after Run returned")

@@ -20,7 +20,7 @@ import (
 )
 
 // Config is the dispatcher's configuration. Load it with lib/config
-// (LoadChecked in main), which validates it.
+// (lib/svc's svc.Program in main), which validates it.
 type Config struct {
 	HTTPAddr        string        `env:"NOTIFLOW_HTTP_ADDR" default:":8081"`
 	LogLevel        string        `env:"NOTIFLOW_LOG_LEVEL" default:"info"`
@@ -250,35 +250,6 @@ func (c Config) RatePolicy() domain.RatePolicy {
 	return p
 }
 
-// LogValue is what a log line shows of c: the Redis password and the
-// webhook signing secrets (only their number) are left out.
-func (c Config) LogValue() slog.Value {
-	return slog.GroupValue(
-		slog.String("http_addr", c.HTTPAddr),
-		slog.Any("http", c.HTTP),
-		slog.String("group", c.Group),
-		slog.String("ordering", c.Ordering),
-		slog.Int("workers", c.Workers),
-		slog.Int("max_in_flight", c.MaxInFlight),
-		slog.String("redis_addr", c.RedisAddr),
-		slog.Bool("redis_auth", c.RedisPassword != ""),
-		slog.String("redis_prefix", c.RedisPrefix),
-		slog.Duration("inflight_ttl", c.InflightTTL),
-		slog.Duration("dedup_ttl", c.DedupTTL),
-		slog.Int("rate_limit", c.RateLimit),
-		slog.Duration("rate_window", c.RateWindow),
-		slog.String("rate_limit_policy", c.RateLimitPolicy),
-		slog.String("templates_file", c.TemplatesFile),
-		slog.Any("webhook_allow", c.WebhookAllow),
-		slog.Int("webhook_signing_secrets", len(c.WebhookSigningSecrets)),
-		slog.Duration("webhook_secret_cache", c.WebhookSecretCache),
-		slog.Duration("sim_latency", c.SimLatency),
-		slog.Float64("sim_failure_rate", c.SimFailureRate),
-		slog.Any("kafka_brokers", c.Kafka.Brokers),
-		slog.String("topic_due", c.Kafka.TopicDue),
-		slog.String("topic_dispatched", c.Kafka.TopicDispatched),
-		slog.String("topic_dlq", c.Kafka.TopicDLQ),
-		slog.Duration("shutdown_timeout", c.ShutdownTimeout),
-		slog.Duration("drain_timeout", c.DrainTimeout),
-	)
-}
+// LogValue is what a log line shows of c: every variable as -print-config
+// prints it, secrets redacted (lib/config's LogValue).
+func (c Config) LogValue() slog.Value { return libconfig.LogValue(c) }

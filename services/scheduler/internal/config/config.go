@@ -20,7 +20,7 @@ import (
 )
 
 // Config is the scheduler's configuration. Load it with lib/config
-// (LoadChecked in main), which validates it.
+// (lib/svc's svc.Program in main), which validates it.
 type Config struct {
 	HTTPAddr      string `env:"NOTIFLOW_HTTP_ADDR" default:":8080"`
 	MySQLDSN      string `env:"NOTIFLOW_MYSQL_DSN" secret:"dsn" default:"notiflow:notiflow@tcp(127.0.0.1:3306)/notiflow?parseTime=true&loc=UTC"`
@@ -215,33 +215,6 @@ func (c Config) checkRecordLimit() error {
 		c.Kafka.MaxMessageBytes, adapters.MaxDueRecordBytes(2))
 }
 
-// LogValue is what a log line shows of c: secrets (the API token, the
-// Redis password and the MySQL password) are left out.
-func (c Config) LogValue() slog.Value {
-	return slog.GroupValue(
-		slog.String("http_addr", c.HTTPAddr),
-		slog.Any("http", c.HTTP),
-		slog.String("mysql_dsn", libconfig.RedactDSN(c.MySQLDSN)),
-		slog.String("redis_addr", c.RedisAddr),
-		slog.Bool("auth", c.APIToken != ""),
-		slog.Bool("scan_enabled", c.ScanEnabled),
-		slog.Duration("tick", c.Tick),
-		slog.Int("claim_batch", c.ClaimBatch),
-		slog.Int("relay_batch", c.RelayBatch),
-		slog.String("lock_key", c.LockKey),
-		slog.Duration("lock_ttl", c.LockTTL),
-		slog.Bool("collapse_missed", c.CollapseMissed),
-		slog.Int("bulk_max", c.BulkMax),
-		slog.Any("kafka_brokers", c.Kafka.Brokers),
-		slog.String("topic_due", c.Kafka.TopicDue),
-		slog.Int("partitions", c.Kafka.Partitions),
-		slog.String("redis_prefix", c.RedisPrefix),
-		slog.String("dispatcher_group", c.DispatcherGroup),
-		slog.String("sink_group", c.SinkGroup),
-		slog.Duration("bench_lead", c.BenchLead),
-		slog.Duration("bench_stall", c.BenchStall),
-		slog.String("sink_api_url", c.SinkAPIURL),
-		slog.Duration("webhook_secret_grace", c.WebhookSecretGrace),
-		slog.Duration("webhook_secret_sync", c.WebhookSecretSync),
-	)
-}
+// LogValue is what a log line shows of c: every variable as -print-config
+// prints it, secrets redacted (lib/config's LogValue).
+func (c Config) LogValue() slog.Value { return libconfig.LogValue(c) }

@@ -160,8 +160,8 @@ func (s *Service) Handler() http.Handler { return s.mux }
 // lock (app.Scheduler.Run), and the benchmark service, which stops taking
 // runs and marks the runs it watches failed (benchapp.Service.Run). The
 // webhook secrets sync to Redis (app.WebhookSecrets.Run) is a helper. The
-// clients closed then are the Kafka writer, Redis and MySQL; the HTTP
-// server, closed last, lets in-flight API requests finish.
+// HTTP server then stops, letting in-flight API requests finish, and the
+// Kafka writer, Redis and MySQL are closed last.
 //
 // Run returns an error when a component fails, or when the shutdown takes
 // longer than NOTIFLOW_SHUTDOWN_TIMEOUT.

@@ -24,7 +24,7 @@ func TestDefaultsAreValid(t *testing.T) {
 		t.Fatalf("defaults invalid: %v", err)
 	}
 	want := Config{
-		HTTPAddr: ":8082", APIToken: "s3cret", LogLevel: "info", MySQLDSN: "notiflow:notiflow@tcp(127.0.0.1:3306)/notiflow?parseTime=true&loc=UTC",
+		HTTPAddr: ":8082", APIToken: "s3cret", LogLevel: "info", GCPercent: 400, MySQLDSN: "notiflow:notiflow@tcp(127.0.0.1:3306)/notiflow?parseTime=true&loc=UTC",
 		Group: "notiflow-sink", BatchSize: 200, BatchIdle: time.Second, BatchMaxAge: 2 * time.Second, FlushConcurrency: 4,
 		FlushTimeout: 30 * time.Second, RetryBackoffMax: 2 * time.Second, MaxInFlight: 5000, ShutdownTimeout: 20 * time.Second,
 		HTTP: c.HTTP, Kafka: c.Kafka, // lib/obs and lib/kafkax test their own

@@ -47,13 +47,13 @@ func envInt(name string, def int) int {
 // compared). NOTIFLOW_BENCH_FLUSH_CONCURRENCY overrides the flush
 // concurrency (default: the configured default).
 func BenchmarkSink(b *testing.B) {
-	svc.SetGCPercent(gcPercent) // as main does: the whole benchmark process (raw ceiling included) runs with it
 	n := envInt("NOTIFLOW_BENCH_RESULTS", 100_000)
 	naiveN := envInt("NOTIFLOW_BENCH_NAIVE_RESULTS", 10_000)
 	var def config.Config
 	if err := libconfig.FillZero(&def); err != nil {
 		b.Fatal(err)
 	}
+	svc.SetGCPercent(GCPercent(def)) // as main does: the whole benchmark process (raw ceiling included) runs with it
 	conc := envInt("NOTIFLOW_BENCH_FLUSH_CONCURRENCY", def.FlushConcurrency)
 	rounds := envInt("NOTIFLOW_BENCH_ROUNDS", 3)
 

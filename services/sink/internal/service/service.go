@@ -25,17 +25,9 @@ import (
 	"github.com/notiflow/notiflow/services/sink/notifications"
 )
 
-// gcPercent is the sink's garbage-collection target when GOGC is not set.
-// The sink allocates for every record (Kafka message, decoded result,
-// statement arguments) but keeps little alive (~15 MiB), so Go's default
-// of 100 collects every few MiB; 400 measured 20-25% less sink CPU (3.0 ->
-// 2.3 s per 100k rows) and 13% more rows/s on 2 cores, for about 30 MiB
-// more RSS (bench/README.md, sink).
-const gcPercent = 400
-
 // GCPercent is the garbage-collection target main applies unless GOGC is
-// set (svc.SetGCPercent): gcPercent.
-func GCPercent(config.Config) int { return gcPercent }
+// set (svc.SetGCPercent): NOTIFLOW_GC_PERCENT.
+func GCPercent(cfg config.Config) int { return cfg.GCPercent }
 
 // Service is one sink process's components. Build it with New, run it once
 // with Run.
