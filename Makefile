@@ -11,7 +11,7 @@ TEST_ENV = NOTIFLOW_TEST_KAFKA=127.0.0.1:9092 \
 	NOTIFLOW_TEST_MYSQL_DSN='notiflow:notiflow@tcp(127.0.0.1:3306)/notiflow?parseTime=true&loc=UTC' \
 	NOTIFLOW_TEST_REDIS=127.0.0.1:6379
 
-.PHONY: all deps deps-down deps-status build test test-tools lint docs-check proto proto-check bench bench-compare bench-tool demo test-chaos
+.PHONY: all deps deps-down deps-status build test test-tools lint docs-check proto proto-check bench bench-compare bench-inbox bench-tool demo test-chaos
 
 # Benchmark knobs: make bench NOTIFICATIONS=20000 DISPATCHERS=3 ORDERING=partition
 NOTIFICATIONS ?= 100000
@@ -92,6 +92,13 @@ bench: bench-tool
 ## bench-compare: naive vs tuned configuration in one invocation (bench/results/compare-latest.json)
 bench-compare: bench-tool
 	@bin/notiflow-bench compare $(BENCH_ARGS)
+
+## bench-inbox: p50/p90/p99 of a recipient's first inbox page at a constant rate against a real sink over a
+## seeded 1M-row table (seeded once, reused; bench/results/inbox-latest.json).
+## Knobs: make bench-inbox INBOX_ARGS='-rate 1000 -duration 30s -unread-count -reseed'
+INBOX_ARGS ?=
+bench-inbox: bench-tool
+	@bin/notiflow-bench inbox $(INBOX_ARGS)
 
 ## demo: deps + the three services + sample targets + a benchmark; Ctrl-C stops everything
 demo: bench-tool

@@ -87,3 +87,30 @@ func (m *CPUMeter) Stop() map[string]float64 {
 	}
 	return out
 }
+
+// MachineCPUSeconds returns the busy (not idle, not iowait) and total CPU
+// seconds of the whole machine since boot, summed over its cores, from
+// /proc/stat; both are -1 when it is not readable.
+func MachineCPUSeconds() (busy, total float64) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return -1, -1
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 6 || f[0] != "cpu" {
+		return -1, -1
+	}
+	var idle float64
+	for i, s := range f[1:] {
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return -1, -1
+		}
+		total += v
+		if i == 3 || i == 4 { // idle, iowait
+			idle += v
+		}
+	}
+	return (total - idle) / clockTicks, total / clockTicks
+}

@@ -20,12 +20,16 @@ import (
 // Services are the three binaries, by name.
 var Services = []string{"scheduler", "dispatcher", "sink"}
 
-// Build compiles the three services from root (the repository) into binDir.
-func Build(ctx context.Context, root, binDir string) error {
+// Build compiles services (all three when none is named) from root (the
+// repository) into binDir.
+func Build(ctx context.Context, root, binDir string, services ...string) error {
 	if err := os.MkdirAll(binDir, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", binDir, err)
 	}
-	for _, s := range Services {
+	if len(services) == 0 {
+		services = Services
+	}
+	for _, s := range services {
 		if err := testkit.GoBuild(ctx, filepath.Join(root, "services", s), ".", filepath.Join(binDir, s)); err != nil {
 			return fmt.Errorf("build %s: %w", s, err)
 		}

@@ -6,6 +6,7 @@
 //	notiflow-bench run      one benchmark (make bench)
 //	notiflow-bench compare  naive vs tuned configuration (make bench-compare)
 //	notiflow-bench demo     services + sample targets + a benchmark, until Ctrl-C (make demo)
+//	notiflow-bench inbox    the in-app inbox read benchmark against a real sink (make bench-inbox)
 package main
 
 import (
@@ -18,7 +19,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: notiflow-bench run|compare|demo [flags]")
+		fmt.Fprintln(os.Stderr, "usage: notiflow-bench run|compare|demo|inbox [flags]")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -31,8 +32,10 @@ func main() {
 		err = cmdCompare(ctx, os.Args[2:])
 	case "demo":
 		err = cmdDemo(ctx, os.Args[2:])
+	case "inbox":
+		err = cmdInbox(ctx, os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q: want run, compare or demo", os.Args[1])
+		err = fmt.Errorf("unknown command %q: want run, compare, demo or inbox", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "notiflow-bench:", err)

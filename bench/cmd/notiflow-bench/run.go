@@ -99,12 +99,7 @@ func benchmark(ctx context.Context, root string, o options) (*result, error) {
 		return nil, err
 	}
 	defer func() { _ = iso.DeleteTopics(context.Background(), deps) }()
-	token := randomToken()
-	base, err := iso.Env(deps, o.Partitions, token)
-	if err != nil {
-		return nil, err
-	}
-	stack, err := harness.NewStack(binDir, filepath.Join(root, "bench", "results", "logs", iso.Name), base)
+	stack, token, err := runStack(root, binDir, iso, deps, o.Partitions)
 	if err != nil {
 		return nil, err
 	}
@@ -259,6 +254,21 @@ func writeJSON(path string, v any) error {
 func mustWd() string {
 	wd, _ := os.Getwd()
 	return wd
+}
+
+// runStack returns a stack for the run iso names, with a fresh API token
+// in its base env and its logs under bench/results/logs/<run>.
+func runStack(root, binDir string, iso harness.Isolation, deps harness.Deps, partitions int) (*harness.Stack, string, error) {
+	token := randomToken()
+	base, err := iso.Env(deps, partitions, token)
+	if err != nil {
+		return nil, "", err
+	}
+	stack, err := harness.NewStack(binDir, filepath.Join(root, "bench", "results", "logs", iso.Name), base)
+	if err != nil {
+		return nil, "", err
+	}
+	return stack, token, nil
 }
 
 func randomToken() string {

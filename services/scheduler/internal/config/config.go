@@ -5,7 +5,9 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
+	"net/url"
 	"strings"
 	"time"
 
@@ -57,6 +59,11 @@ type Config struct {
 	BenchStall            time.Duration `env:"NOTIFLOW_BENCH_STALL" default:"60s"`
 	BenchSample           time.Duration `env:"NOTIFLOW_BENCH_SAMPLE" default:"250ms"`
 	BenchMaxNotifications int           `env:"NOTIFLOW_BENCH_MAX_NOTIFICATIONS" default:"1000000"`
+
+	// SinkAPIURL is the sink's HTTP base URL (http://sink:8082), where the
+	// admin page's notifications panel reads through the scheduler. Empty:
+	// the panel says the sink API is not configured.
+	SinkAPIURL string `env:"NOTIFLOW_SINK_API_URL"`
 
 	// Webhook signing secrets (app.WebhookSecrets): a rotated-out secret
 	// stays valid for WebhookSecretGrace; the Redis copy the dispatcher
@@ -156,6 +163,9 @@ func (c Config) Validate() error {
 	if c.BenchMaxNotifications < 1 || c.BenchMaxNotifications > 10000000 {
 		add("NOTIFLOW_BENCH_MAX_NOTIFICATIONS", "must be between 1 and 10000000, got %d", c.BenchMaxNotifications)
 	}
+	if err := checkBaseURL(c.SinkAPIURL); err != nil {
+		add("NOTIFLOW_SINK_API_URL", "%v", err)
+	}
 	if err := c.HTTP.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -163,6 +173,26 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// checkBaseURL accepts an empty value or an absolute http(s) URL with a
+// host and no query or fragment.
+func checkBaseURL(s string) error {
+	if s == "" {
+		return nil
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return fmt.Errorf("not a URL: %v", err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("must be an http:// or https:// URL, got %q", s)
+	case u.Host == "":
+		return fmt.Errorf("must name a host, got %q", s)
+	case u.RawQuery != "" || u.Fragment != "":
+		return fmt.Errorf("must have no query or fragment, got %q", s)
+	}
+	return nil
 }
 
 // checkRecordLimit reports a params limit that lets a notification, its

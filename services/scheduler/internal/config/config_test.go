@@ -58,6 +58,17 @@ func TestValidate(t *testing.T) {
 			name: "the largest params that fit",
 			give: map[string]string{"NOTIFLOW_API_TOKEN": "x", "NOTIFLOW_MAX_PARAMS_BYTES": "990000", "NOTIFLOW_KAFKA_MAX_MESSAGE_BYTES": "1000000"},
 		},
+		{name: "sink API URL", give: map[string]string{"NOTIFLOW_API_TOKEN": "x", "NOTIFLOW_SINK_API_URL": "http://sink:8082"}},
+		{
+			name: "sink API URL without scheme",
+			give: map[string]string{"NOTIFLOW_API_TOKEN": "x", "NOTIFLOW_SINK_API_URL": "sink:8082"},
+			want: []string{"NOTIFLOW_SINK_API_URL: must be an http:// or https:// URL"},
+		},
+		{
+			name: "sink API URL with a query",
+			give: map[string]string{"NOTIFLOW_API_TOKEN": "x", "NOTIFLOW_SINK_API_URL": "http://sink:8082/?a=b"},
+			want: []string{"NOTIFLOW_SINK_API_URL: must have no query"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -111,7 +111,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 		log.Warn("API authentication is disabled (NOTIFLOW_INSECURE_NO_AUTH): development only")
 	}
 	s.bench = s.newBench(targets)
-	benchports.NewHandler(s.bench, cfg.APIToken, log).Register(s.mux)
+	benchports.NewHandler(s.bench, cfg.APIToken, log).
+		WithSinkAPI(benchports.SinkAPI{BaseURL: cfg.SinkAPIURL, Token: cfg.APIToken}).Register(s.mux)
 
 	leader := app.NewLeader(app.RedisMutexes(s.rdb, cfg.LockKey, cfg.LockTTL), cfg.LockTTL, log, metrics)
 	relay := app.NewRelay(s.store, adapters.NewDuePublisher(s.writer, cfg.Kafka.TopicDue), cfg.RelayBatch, time.Now, metrics, log)

@@ -83,6 +83,7 @@ type envOpts struct {
 	lead, stall, sample   time.Duration
 	staleAfter, reapEvery time.Duration
 	max                   int
+	sink                  ports.SinkAPI // the notifications panel's sink API; zero: not configured
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
@@ -118,7 +119,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	e.svc = e.newService(t, "")
 	e.stopSvc = e.runService(t, e.svc)
 	mux := obs.Mux(obs.NewHealth(nil), obs.NewRegistry())
-	ports.NewHandler(e.svc, token, testLogger(t)).Register(mux)
+	ports.NewHandler(e.svc, token, testLogger(t)).WithSinkAPI(o.sink).Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	e.url = srv.URL

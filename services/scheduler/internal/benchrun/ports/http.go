@@ -23,6 +23,7 @@ const maxBodyBytes = 4096
 type Handler struct {
 	svc   *app.Service
 	guard *httpapi.Guard
+	sink  SinkAPI
 }
 
 // NewHandler serves svc; token is the API's bearer token (empty disables
@@ -42,6 +43,7 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	mux.Handle("GET /admin/benchmarks/{id}", h.protect(h.get))
 	mux.Handle("DELETE /admin/benchmarks/{id}", h.protect(h.cancel))
 	mux.Handle("GET /admin/benchmarks/{id}/chart.svg", h.protect(h.chart))
+	mux.Handle("GET /admin/notifications", h.protect(h.notifications))
 }
 
 // noStore marks every admin answer uncacheable, then runs next.

@@ -56,29 +56,13 @@ func finishedRun(t *testing.T, e *env) domain.Run {
 // dumped DOM holds the server-rendered chart of the finished run.
 func TestAdminPageRendersTheChart(t *testing.T) {
 	t.Parallel()
-	if _, err := os.Stat(chromiumPath); err != nil {
-		t.Fatalf("%s is missing (%v): install it with `make test-tools` (apt-get install -y chromium)", chromiumPath, err)
-	}
 	e := newEnv(t, envOpts{lead: time.Hour})
 	run := finishedRun(t, e)
 	page := fmt.Sprintf("%s/admin/#token=%s&run=%s", e.url, token, run.ID)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, chromiumPath, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-		"--user-data-dir="+t.TempDir(), "--virtual-time-budget=5000", "--dump-dom", page)
-	out, err := cmd.Output()
-	if err != nil {
-		var stderr string
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = string(ee.Stderr)
-		}
-		t.Fatalf("chromium: %v\n%s", err, stderr)
-	}
-	dom := string(out)
+	dom := dumpDOM(t, page)
 	if dir := os.Getenv("NOTIFLOW_TEST_DUMP"); dir != "" {
-		_ = os.WriteFile(dir+"/admin-dom.html", out, 0o644)
+		_ = os.WriteFile(dir+"/admin-dom.html", []byte(dom), 0o644)
 	}
 	chart := regexp.MustCompile(`(?s)<div id="chart">(.*?)</div>`).FindStringSubmatch(dom)
 	if chart == nil || !strings.Contains(chart[1], "<svg") {
@@ -106,4 +90,27 @@ func TestAdminPageRendersTheChart(t *testing.T) {
 	if strings.Contains(dom, token) {
 		t.Errorf("the token appears in the DOM")
 	}
+}
+
+// dumpDOM loads page in headless Chromium, lets its scripts run (5 s of
+// virtual time) and returns the DOM.
+func dumpDOM(t *testing.T, page string) string {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		t.Fatalf("%s is missing (%v): install it with `make test-tools` (apt-get install -y chromium)", chromiumPath, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, chromiumPath, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+		"--user-data-dir="+t.TempDir(), "--virtual-time-budget=5000", "--dump-dom", page)
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr string
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		t.Fatalf("chromium: %v\n%s", err, stderr)
+	}
+	return string(out)
 }
