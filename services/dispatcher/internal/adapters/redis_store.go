@@ -110,7 +110,11 @@ func NewStore(rdb redis.UniversalClient, b *Batcher, opt StoreOptions) *Store {
 	}
 }
 
-func (s *Store) dedupKey(id string) string { return s.opt.Prefix + "dedup:" + id }
+func (s *Store) dedupKey(id string) string { return DedupKey(s.opt.Prefix, id) }
+
+// DedupKey is the key of notification id's dedup claim or done marker
+// under prefix (NOTIFLOW_REDIS_PREFIX): the one definition of its format.
+func DedupKey(prefix, id string) string { return prefix + "dedup:" + id }
 
 // Ping reports whether Redis answers.
 func (s *Store) Ping(ctx context.Context) error {

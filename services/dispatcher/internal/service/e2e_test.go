@@ -13,6 +13,7 @@ import (
 	"github.com/notiflow/notiflow/lib/kafkax"
 	"github.com/notiflow/notiflow/lib/testkit"
 	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
+	"github.com/notiflow/notiflow/services/dispatcher/internal/adapters"
 	"github.com/notiflow/notiflow/services/dispatcher/internal/config"
 	"github.com/notiflow/notiflow/services/dispatcher/internal/dispatchtest"
 	"github.com/notiflow/notiflow/services/dispatcher/internal/domain"
@@ -121,7 +122,7 @@ func TestClaimOfDeadWorkerExpiresAndIsSent(t *testing.T) {
 	e := newEnv(t, nil)
 	rdb, _ := testkit.Redis(t)
 	const ttl = 1500 * time.Millisecond
-	if err := rdb.Set(context.Background(), e.cfg.RedisPrefix+"dedup:orphan-1", "inflight:dead-owner", ttl).Err(); err != nil {
+	if err := rdb.Set(context.Background(), adapters.DedupKey(e.cfg.RedisPrefix, "orphan-1"), domain.InflightMarker("dead-owner"), ttl).Err(); err != nil {
 		t.Fatalf("plant marker: %v", err)
 	}
 	planted := time.Now()

@@ -9,6 +9,7 @@ import (
 	libconfig "github.com/notiflow/notiflow/lib/config"
 	"github.com/notiflow/notiflow/lib/testkit"
 	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
+	"github.com/notiflow/notiflow/services/dispatcher/internal/adapters"
 	"github.com/notiflow/notiflow/services/dispatcher/internal/config"
 	"github.com/notiflow/notiflow/services/dispatcher/internal/dispatchtest"
 )
@@ -148,7 +149,7 @@ func TestRateLimitDeferredWaitEndsOnShutdown(t *testing.T) {
 		}
 		return nil
 	})
-	if n, err := rdb.Exists(ctx, e.cfg.RedisPrefix+"dedup:gina-2").Result(); err != nil || n != 0 {
+	if n, err := rdb.Exists(ctx, adapters.DedupKey(e.cfg.RedisPrefix, "gina-2")).Result(); err != nil || n != 0 {
 		t.Fatalf("dedup key of the deferred record: exists %d (%v), want none while it waits", n, err)
 	}
 
