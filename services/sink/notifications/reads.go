@@ -7,16 +7,29 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
 )
 
 // ErrNotFound is returned by Get for an unknown notification id.
 var ErrNotFound = errors.New("notification not found")
 
-// Statuses are the values of the status column a Filter may name.
-var Statuses = []string{"delivered", "failed", "rate_limited", "unknown"}
+// StatusUnknown is stored when the only result seen is a duplicate that
+// does not say what the first dispatch recorded.
+const StatusUnknown = "unknown"
+
+// Statuses are the values of the status column a Filter may name: every
+// final status of the event contract (a stored row never says
+// "duplicate") and StatusUnknown.
+var Statuses = []string{
+	notiflowv1.Status_STATUS_DELIVERED.Name(),
+	notiflowv1.Status_STATUS_FAILED.Name(),
+	notiflowv1.Status_STATUS_RATE_LIMITED.Name(),
+	StatusUnknown,
+}
 
 // ChannelInbox is the in-app channel: its rows are the recipient's inbox.
-const ChannelInbox = "inbox"
+var ChannelInbox = notiflowv1.Channel_CHANNEL_INBOX.Name()
 
 // Notification is one stored outcome as the read API shows it. ReadAt is
 // set only for an inbox row that was marked read.
