@@ -108,9 +108,11 @@ func TestWebhookRetryResigned(t *testing.T) {
 		return http.StatusOK
 	})
 	secret := newSecret(t)
-	// The timestamp has whole seconds: wait over one between attempts.
+	// The timestamp has whole seconds: wait over one between attempts. The
+	// backoff's jitter waits between half and all of it, so 2.2 s waits at
+	// least 1.1 s.
 	w, store, _ := signingSetup(t, nil, nil, func(o *WebhookOptions) {
-		o.BackoffMin, o.BackoffMax, o.MaxElapsed = 1100*time.Millisecond, 1100*time.Millisecond, 10*time.Second
+		o.BackoffMin, o.BackoffMax, o.MaxElapsed = 2200*time.Millisecond, 2200*time.Millisecond, 10*time.Second
 	})
 	store(12, webhooksig.Record{Version: 1, Current: secret})
 	out, err := w.Send(context.Background(), signedDue("n-retry", rcv.URL+"/r", 12, true), "again")
