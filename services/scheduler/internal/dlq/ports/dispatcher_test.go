@@ -91,7 +91,9 @@ func TestRedriveThroughDispatcher(t *testing.T) {
 		}
 	}
 	down.Store(false)
-	window := func() redriveReq { return redriveReq{From: start, To: time.Now().Add(time.Second), Source: "dispatcher"} }
+	window := func() redriveReq {
+		return redriveReq{From: start, To: time.Now().Add(time.Second), Source: "dispatcher"}
+	}
 	dry := window()
 	dry.DryRun = true
 	got := strings.Split(keys(e.redrive(t, dry)), ",")

@@ -109,9 +109,9 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
 type redriveRequest struct {
 	From   string `json:"from"`
 	To     string `json:"to"`
-	Source string     `json:"source"`
-	Reason string     `json:"reason"`
-	DryRun bool       `json:"dry_run"`
+	Source string `json:"source"`
+	Reason string `json:"reason"`
+	DryRun bool   `json:"dry_run"`
 }
 
 func (h *Handler) redrive(w http.ResponseWriter, r *http.Request) error {
