@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/notiflow/notiflow/lib/config"
@@ -33,6 +34,21 @@ const (
 	HeaderDLQService   = "dlq-service"
 	HeaderDLQAttempts  = "dlq-attempts"
 	HeaderDLQTime      = "dlq-time"
+	// HeaderDLQTruncated is set, to the original length, when the value
+	// was cut to fit the producer's limit.
+	HeaderDLQTruncated = "dlq-truncated-from"
+)
+
+// Redrive header keys, set on a dead letter produced back to its source
+// topic (see RedriveHeaders). They are not dlq-* headers: a redriven record
+// that fails again keeps them, so its next dead letter carries the count.
+const (
+	// HeaderRedriveCount is how many times the record was redriven from
+	// the DLQ (absent: never).
+	HeaderRedriveCount = "redrive-count"
+	// HeaderRedriveOf names the dead letter the record was redriven from:
+	// "<dlq topic>/<partition>/<offset>".
+	HeaderRedriveOf = "redrive-of"
 )
 
 // Config is the Kafka part of every service's configuration.
@@ -215,7 +231,8 @@ func CheckSchema(hs []kafka.Header) error {
 }
 
 // DeadLetter publishes records that cannot be processed to the DLQ topic,
-// keeping the original key, value and headers and adding the dlq-* headers.
+// keeping the original key, value and headers (a redriven record's
+// redrive-* headers among them) and adding the dlq-* headers.
 // It is safe for concurrent use.
 type DeadLetter struct {
 	w       *kafka.Writer
@@ -273,7 +290,7 @@ func (d *DeadLetter) SendMany(ctx context.Context, recs []DeadRecord) error {
 		value := r.Msg.Value
 		if limit := int(d.w.BatchBytes) - 64*1024; limit > 0 && len(value) > limit {
 			value = value[:limit]
-			hs = append(hs, kafka.Header{Key: "dlq-truncated-from", Value: []byte(strconv.Itoa(len(r.Msg.Value)))})
+			hs = append(hs, kafka.Header{Key: HeaderDLQTruncated, Value: []byte(strconv.Itoa(len(r.Msg.Value)))})
 		}
 		out[i] = kafka.Message{Topic: d.topic, Key: r.Msg.Key, Value: value, Headers: hs}
 	}
@@ -281,4 +298,60 @@ func (d *DeadLetter) SendMany(ctx context.Context, recs []DeadRecord) error {
 		return fmt.Errorf("write %d record(s) to dead-letter topic %s: %w", len(out), d.topic, err)
 	}
 	return nil
+}
+
+// DeadLetterInfo is what a dead letter's headers say about it (see
+// ParseDeadLetter).
+type DeadLetterInfo struct {
+	Reason    string // dlq-error
+	Service   string // dlq-service: the service that dead-lettered it
+	Topic     string // dlq-source-topic: where the record was read
+	Partition int    // dlq-source-partition (-1: unknown)
+	Offset    int64  // dlq-source-offset (-1: unknown)
+	Attempts  int    // dlq-attempts
+	// Redrives is the record's redrive-count (0: never redriven; -1: the
+	// header is unreadable).
+	Redrives int
+	// Truncated is set when the value was cut to fit the producer's limit.
+	Truncated bool
+}
+
+// ParseDeadLetter reads the dlq-* and redrive-* headers of a record of the
+// DLQ topic. A header that is missing or unreadable leaves its zero value
+// (-1 for the numbers where 0 is meaningful).
+func ParseDeadLetter(hs []kafka.Header) DeadLetterInfo {
+	num := func(key string) int64 {
+		v := Header(hs, key)
+		n, err := strconv.ParseInt(string(v), 10, 64)
+		if v == nil || err != nil {
+			return -1
+		}
+		return n
+	}
+	d := DeadLetterInfo{
+		Reason: string(Header(hs, HeaderDLQError)), Service: string(Header(hs, HeaderDLQService)),
+		Topic: string(Header(hs, HeaderDLQTopic)), Partition: int(num(HeaderDLQPartition)), Offset: num(HeaderDLQOffset),
+		Attempts: max(int(num(HeaderDLQAttempts)), 0), Truncated: Header(hs, HeaderDLQTruncated) != nil,
+	}
+	if Header(hs, HeaderRedriveCount) != nil {
+		d.Redrives = int(num(HeaderRedriveCount))
+	}
+	return d
+}
+
+// RedriveHeaders returns the headers of a dead letter produced back to its
+// source topic: the original headers without the dlq-* and redrive-* ones,
+// plus redrive-count set to count and redrive-of set to of.
+func RedriveHeaders(hs []kafka.Header, count int, of string) []kafka.Header {
+	out := make([]kafka.Header, 0, len(hs))
+	for _, h := range hs {
+		if strings.HasPrefix(h.Key, "dlq-") || strings.HasPrefix(h.Key, "redrive-") {
+			continue
+		}
+		out = append(out, h)
+	}
+	return append(out,
+		kafka.Header{Key: HeaderRedriveCount, Value: []byte(strconv.Itoa(count))},
+		kafka.Header{Key: HeaderRedriveOf, Value: []byte(of)},
+	)
 }

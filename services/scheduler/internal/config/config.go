@@ -72,6 +72,15 @@ type Config struct {
 	WebhookSecretGrace time.Duration `env:"NOTIFLOW_WEBHOOK_SECRET_GRACE" default:"24h"`
 	WebhookSecretSync  time.Duration `env:"NOTIFLOW_WEBHOOK_SECRET_SYNC" default:"10s"`
 
+	// Dead-letter redrive (POST /admin/dlq/redrive): a dead letter whose
+	// redrive count has reached DLQMaxRedrives is skipped; one call
+	// redrives at most DLQRedriveMax records; a redriven dead letter is
+	// marked in Redis (under RedisPrefix) for DLQRedriveMarkTTL, so a
+	// second redrive of the same window skips it.
+	DLQMaxRedrives    int           `env:"NOTIFLOW_DLQ_MAX_REDRIVES" default:"3"`
+	DLQRedriveMax     int           `env:"NOTIFLOW_DLQ_REDRIVE_MAX" default:"10000"`
+	DLQRedriveMarkTTL time.Duration `env:"NOTIFLOW_DLQ_REDRIVE_MARK_TTL" default:"168h"`
+
 	HTTP  obs.ServerConfig
 	Kafka kafkax.Config
 }
@@ -136,6 +145,15 @@ func (c Config) Validate() error {
 	}
 	if c.ShutdownTimeout < time.Second {
 		add("NOTIFLOW_SHUTDOWN_TIMEOUT", "must be at least 1s, got %s", c.ShutdownTimeout)
+	}
+	if c.DLQMaxRedrives < 1 || c.DLQMaxRedrives > 100 {
+		add("NOTIFLOW_DLQ_MAX_REDRIVES", "must be between 1 and 100, got %d", c.DLQMaxRedrives)
+	}
+	if c.DLQRedriveMax < 1 || c.DLQRedriveMax > 100000 {
+		add("NOTIFLOW_DLQ_REDRIVE_MAX", "must be between 1 and 100000, got %d", c.DLQRedriveMax)
+	}
+	if c.DLQRedriveMarkTTL < time.Minute {
+		add("NOTIFLOW_DLQ_REDRIVE_MARK_TTL", "must be at least 1m, got %s", c.DLQRedriveMarkTTL)
 	}
 	if c.DispatcherGroup == "" {
 		add("NOTIFLOW_DISPATCHER_GROUP", "must not be empty")

@@ -45,6 +45,11 @@ func TestValidate(t *testing.T) {
 			want: []string{"NOTIFLOW_WEBHOOK_SECRET_GRACE: must be between 10m and 720h, got 1m0s", "NOTIFLOW_WEBHOOK_SECRET_SYNC: must be between 100ms and 10m, got 1h0m0s"},
 		},
 		{
+			name: "bad dead-letter redrive settings name their variables",
+			give: map[string]string{"NOTIFLOW_API_TOKEN": "x", "NOTIFLOW_DLQ_MAX_REDRIVES": "0", "NOTIFLOW_DLQ_REDRIVE_MAX": "0", "NOTIFLOW_DLQ_REDRIVE_MARK_TTL": "1s"},
+			want: []string{"NOTIFLOW_DLQ_MAX_REDRIVES: must be between 1 and 100, got 0", "NOTIFLOW_DLQ_REDRIVE_MAX: must be between 1 and 100000, got 0", "NOTIFLOW_DLQ_REDRIVE_MARK_TTL: must be at least 1m, got 1s"},
+		},
+		{
 			name: "params that cannot fit a record",
 			give: map[string]string{"NOTIFLOW_API_TOKEN": "x", "NOTIFLOW_MAX_PARAMS_BYTES": "1048576", "NOTIFLOW_KAFKA_MAX_MESSAGE_BYTES": "1000000"},
 			want: []string{"NOTIFLOW_MAX_PARAMS_BYTES: 1048576 lets a notification reach", "set it to at most 996963,"},
@@ -111,6 +116,7 @@ func TestDefaults(t *testing.T) {
 		RedisPrefix: "notiflow:", DispatcherGroup: "notiflow-dispatcher", SinkGroup: "notiflow-sink",
 		BenchLead: 5 * time.Second, BenchStall: 60 * time.Second, BenchSample: 250 * time.Millisecond, BenchMaxNotifications: 1000000,
 		WebhookSecretGrace: 24 * time.Hour, WebhookSecretSync: 10 * time.Second,
+		DLQMaxRedrives: 3, DLQRedriveMax: 10000, DLQRedriveMarkTTL: 168 * time.Hour,
 		HTTP: c.HTTP, Kafka: c.Kafka, // lib/obs and lib/kafkax test their own
 	}
 	if !reflect.DeepEqual(c, want) || c.Kafka.TopicDue != "notify.due.v1" {

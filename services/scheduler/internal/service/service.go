@@ -24,6 +24,9 @@ import (
 	benchapp "github.com/notiflow/notiflow/services/scheduler/internal/benchrun/app"
 	benchports "github.com/notiflow/notiflow/services/scheduler/internal/benchrun/ports"
 	"github.com/notiflow/notiflow/services/scheduler/internal/config"
+	"github.com/notiflow/notiflow/services/scheduler/internal/dlq"
+	dlqadapters "github.com/notiflow/notiflow/services/scheduler/internal/dlq/adapters"
+	dlqports "github.com/notiflow/notiflow/services/scheduler/internal/dlq/ports"
 	"github.com/notiflow/notiflow/services/scheduler/internal/domain"
 	"github.com/notiflow/notiflow/services/scheduler/internal/ports"
 )
@@ -59,9 +62,10 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 }
 
 // topics are the topics the scheduler reads or writes: it publishes due
-// notifications, and the benchmark reads the sink group's lag on results.
+// notifications, the benchmark reads the sink group's lag on results, and
+// the dead-letter admin routes read the DLQ and redrive to the other two.
 func topics(cfg config.Config) []string {
-	return []string{cfg.Kafka.TopicDue, cfg.Kafka.TopicDispatched}
+	return []string{cfg.Kafka.TopicDue, cfg.Kafka.TopicDispatched, cfg.Kafka.TopicDLQ}
 }
 
 // New builds the scheduler from a validated cfg: it opens MySQL and
@@ -114,6 +118,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 	benchports.NewHandler(s.bench, cfg.APIToken, log).
 		WithSinkAPI(benchports.SinkAPI{BaseURL: cfg.SinkAPIURL, Token: cfg.APIToken}).Register(s.mux)
 
+	dlqports.NewHandler(dlq.NewService(cfg.Kafka.TopicDLQ,
+		dlqadapters.NewTopicLog(cfg.Kafka.Brokers, cfg.Kafka.TopicDLQ),
+		dlqadapters.NewMarks(s.rdb, cfg.RedisPrefix, cfg.Kafka.TopicDLQ, cfg.DLQRedriveMarkTTL),
+		s.writer, dlq.Options{MaxRedrives: cfg.DLQMaxRedrives, RedriveMax: cfg.DLQRedriveMax}, log),
+		cfg.APIToken, log).Register(s.mux)
+
 	leader := app.NewLeader(app.RedisMutexes(s.rdb, cfg.LockKey, cfg.LockTTL), cfg.LockTTL, log, metrics)
 	relay := app.NewRelay(s.store, adapters.NewDuePublisher(s.writer, cfg.Kafka.TopicDue), cfg.RelayBatch, time.Now, metrics, log)
 	s.sched = app.NewScheduler(leader, s.store, relay, s.store, app.SchedulerOptions{
@@ -149,8 +159,8 @@ func (s *Service) newBench(targets *app.Targets) *benchapp.Service {
 // answer, not draining).
 func (s *Service) Ready(ctx context.Context) error { return s.health.Ready(ctx) }
 
-// Handler serves the targets API, the benchmark admin API, /healthz,
-// /readyz and /metrics.
+// Handler serves the targets API, the benchmark and dead-letter admin
+// APIs, /healthz, /readyz and /metrics.
 func (s *Service) Handler() http.Handler { return s.mux }
 
 // Run scans and serves the API until ctx ends, serving HTTP on ln (nil:

@@ -84,6 +84,8 @@ type envOpts struct {
 	staleAfter, reapEvery time.Duration
 	max                   int
 	sink                  ports.SinkAPI // the notifications panel's sink API; zero: not configured
+	// routes registers more routes on the env's mux (nil: none).
+	routes func(*http.ServeMux)
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
@@ -120,6 +122,9 @@ func newEnv(t *testing.T, o envOpts) *env {
 	e.stopSvc = e.runService(t, e.svc)
 	mux := obs.Mux(obs.NewHealth(nil), obs.NewRegistry())
 	ports.NewHandler(e.svc, token, testLogger(t)).WithSinkAPI(o.sink).Register(mux)
+	if o.routes != nil {
+		o.routes(mux)
+	}
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	e.url = srv.URL

@@ -88,7 +88,7 @@ func TestAdminRoutesNeedTheToken(t *testing.T) {
 	// The page carries no data: no token needed, and it never embeds one.
 	r := e.do(t, http.MethodGet, "/admin/", "", "")
 	if r.code != 200 || !strings.HasPrefix(r.header.Get("Content-Type"), "text/html") ||
-		!strings.Contains(r.header.Get("Content-Security-Policy"), "default-src 'none'") || !strings.Contains(string(r.body), "notiflow benchmarks") {
+		!strings.Contains(r.header.Get("Content-Security-Policy"), "default-src 'none'") || !strings.Contains(string(r.body), "notiflow admin") {
 		t.Fatalf("GET /admin/: %d %v", r.code, r.header)
 	}
 	if r := e.do(t, http.MethodGet, "/admin/benchmarks", bearer, ""); r.code != 200 {
