@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -84,6 +85,12 @@ type Consumer[T any] struct {
 	// duration, kept across generations; it starts at a pessimistic 1 ms,
 	// so that records run on a fetcher only once handlers proved short.
 	handlerNanos atomic.Int64
+
+	// Test hooks, nil in production: beforeStart is called with each
+	// generation before its function is started, onGeneration with the
+	// id of each generation whose function runs.
+	beforeStart  func(gen *kafka.Generation)
+	onGeneration func(id int32)
 }
 
 // New returns a Consumer that hands records one at a time to h.
@@ -152,6 +159,8 @@ func (c *Consumer[T]) Run(ctx context.Context) error {
 		close(closed)
 	}()
 	log := c.cfg.Logger.With("group", c.cfg.GroupID)
+	// prev is closed once the previous generation's function returned.
+	var prev <-chan struct{} = closedChan()
 	for {
 		gen, err := group.Next(ctx)
 		if err != nil {
@@ -167,9 +176,44 @@ func (c *Consumer[T]) Run(ctx context.Context) error {
 			n += len(as)
 		}
 		log.Info("joined generation", "generation", gen.ID, "member", gen.MemberID, "partitions", n)
-		gen.Start(func(gctx context.Context) { c.runGeneration(ctx, gctx, gen) })
+		<-prev
+		prev = c.startGeneration(ctx, gen, log)
 	}
+	<-prev
 	<-closed
 	log.Info("left consumer group")
 	return nil
+}
+
+// startGeneration runs gen's function and returns a channel closed once it
+// returned. kafka-go waits for a generation's functions before it joins the
+// next generation, except for a function started after the generation
+// ended: that one it runs untracked, and it would overlap the next
+// generation, handling and committing the same partitions twice at once.
+// The function therefore does nothing when its generation ended before it
+// began; nothing was fetched under it, so nothing is lost (the next
+// generation starts from the committed offsets).
+func (c *Consumer[T]) startGeneration(ctx context.Context, gen *kafka.Generation, log *slog.Logger) <-chan struct{} {
+	done := make(chan struct{})
+	if c.beforeStart != nil {
+		c.beforeStart(gen)
+	}
+	gen.Start(func(gctx context.Context) {
+		defer close(done)
+		if gctx.Err() != nil {
+			log.Info("generation ended before it started; skipped", "generation", gen.ID)
+			return
+		}
+		if c.onGeneration != nil {
+			c.onGeneration(gen.ID)
+		}
+		c.runGeneration(ctx, gctx, gen)
+	})
+	return done
+}
+
+func closedChan() <-chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
 }
