@@ -45,7 +45,7 @@ func (g *generation[T]) openReader(p *partition, start int64) bool {
 // takes the fetching from it and starts a new fetcher, so that one slow
 // record never holds up the rest of its partition. It returns when ctx
 // (the fetching context) ends.
-func (g *generation[T]) takeOver(ctx context.Context, fetchers *sync.WaitGroup) {
+func (g *generation[T]) takeOver(ctx context.Context, fetchers *fetcherSet) {
 	t := time.NewTicker(takeOverAfter)
 	defer t.Stop()
 	for {
@@ -57,9 +57,8 @@ func (g *generation[T]) takeOver(ctx context.Context, fetchers *sync.WaitGroup) 
 		now := g.mono()
 		for _, p := range g.parts {
 			since := p.inlineSince.Load()
-			if since != 0 && now-since >= int64(takeOverAfter) && p.inlineSince.CompareAndSwap(since, 0) {
+			if since != 0 && now-since >= int64(takeOverAfter) && fetchers.takeOver(p, since, func() { g.fetch(ctx, p) }) {
 				g.c.m.takeovers.WithLabelValues(g.c.cfg.GroupID).Inc()
-				fetchers.Go(func() { g.fetch(ctx, p) })
 			}
 		}
 	}
@@ -184,4 +183,73 @@ func (g *generation[T]) runInline(p *partition, j *job[T]) bool {
 		g.lanes.ready <- next
 	}
 	return p.inlineSince.CompareAndSwap(since, 0)
+}
+
+// fetcherSet counts a generation's running fetchers. A fetcher whose
+// fetching the watchdog takes over returns once its handler does; its
+// successor is counted before that, so the count reaches zero only when
+// every partition's fetching has ended, never in the middle of a takeover
+// (which would end the generation's fetching early).
+type fetcherSet struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to 0
+}
+
+// goFetch runs fn as a counted fetcher.
+func (f *fetcherSet) goFetch(fn func()) {
+	f.mu.Lock()
+	f.add()
+	f.mu.Unlock()
+	go f.run(fn)
+}
+
+// takeOver swaps p's inline start since for 0, taking p's fetching from
+// the fetcher running a record itself, and runs fn as that fetcher's
+// successor. The swap and the count happen under the lock, before the
+// old fetcher (whose own swap then fails) can leave. It reports whether
+// the swap succeeded.
+func (f *fetcherSet) takeOver(p *partition, since int64, fn func()) bool {
+	f.mu.Lock()
+	if !p.inlineSince.CompareAndSwap(since, 0) {
+		f.mu.Unlock()
+		return false
+	}
+	f.add()
+	f.mu.Unlock()
+	go f.run(fn)
+	return true
+}
+
+func (f *fetcherSet) add() {
+	if f.n == 0 {
+		f.idle = make(chan struct{})
+	}
+	f.n++
+}
+
+func (f *fetcherSet) run(fn func()) {
+	defer func() {
+		f.mu.Lock()
+		f.n--
+		if f.n == 0 {
+			close(f.idle)
+		}
+		f.mu.Unlock()
+	}()
+	fn()
+}
+
+// wait returns once no fetcher runs.
+func (f *fetcherSet) wait() {
+	for {
+		f.mu.Lock()
+		if f.n == 0 {
+			f.mu.Unlock()
+			return
+		}
+		idle := f.idle
+		f.mu.Unlock()
+		<-idle
+	}
 }

@@ -168,13 +168,13 @@ func (c *Consumer[T]) runGeneration(ctx, gctx context.Context, gen *kafka.Genera
 		}
 	})
 
-	var fetchers sync.WaitGroup
+	var fetchers fetcherSet
 	for _, p := range g.parts {
 		start := p.committed
 		if start < 0 {
 			start = c.cfg.StartOffset
 		}
-		fetchers.Go(func() {
+		fetchers.goFetch(func() {
 			if g.openReader(p, start) {
 				g.fetch(fetchCtx, p)
 			}
@@ -193,12 +193,12 @@ func (c *Consumer[T]) runGeneration(ctx, gctx context.Context, gen *kafka.Genera
 			hcancel()
 		})
 	})
-	fetchers.Wait()
+	fetchers.wait()
 	stopFetch() // fetchers that failed to start return before the generation ends
-	// The watchdog ends with fetchCtx; a fetcher it started after the
-	// others returned sees fetchCtx ended and returns at once.
+	// The watchdog ends with fetchCtx; a fetcher it started as the others
+	// returned sees fetchCtx ended and returns at once.
 	watchdog.Wait()
-	fetchers.Wait()
+	fetchers.wait()
 	for _, p := range g.parts {
 		if p.reader != nil {
 			_ = p.reader.Close()

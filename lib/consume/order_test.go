@@ -289,9 +289,12 @@ func TestRebalanceKeepsOrderAndCommitsMonotonic(t *testing.T) {
 
 	// Watch the committed offsets: they may only move forward.
 	var watchErr atomic.Pointer[string]
-	watchCtx, stopWatch := context.WithCancel(context.Background())
+	watchCtx, cancelWatch := context.WithCancel(context.Background())
+	watchDone := make(chan struct{})
+	stopWatch := func() { cancelWatch(); <-watchDone } // the watcher uses t: it ends before the test
 	defer stopWatch()
 	go func() {
+		defer close(watchDone)
 		last := map[int]int64{}
 		for watchCtx.Err() == nil {
 			for p, off := range committed(t, brokers, cfg.GroupID, topic, parts) {
