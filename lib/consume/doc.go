@@ -34,7 +34,10 @@
 // (kafka-go stops at the rebalance notice), so the member keeps its
 // partitions and its final commit is accepted; the next generation starts
 // only after every member's previous one returned, so two generations never
-// handle the same key at once. The settings this rests on (DrainTimeout
+// handle the same key at once. A generation that ended before its function
+// started (a rebalance while the member was still receiving it) is
+// skipped: kafka-go would not wait for that function before the next
+// generation, and nothing was fetched under it. The settings this rests on (DrainTimeout
 // against RebalanceTimeout, HeartbeatInterval and SessionTimeout, checked by
 // Config.Validate) and its limits are in README.md, "Rebalances and drains".
 //
@@ -83,5 +86,7 @@
 // attempt runs there: a failure goes to a worker for the retries and the
 // dead letter. A record that runs there for more than 5 ms has the
 // fetching taken over by a new goroutine (fetch_takeovers_total), so one
-// slow record never holds up the rest of its partition.
+// slow record never holds up the rest of its partition; the new fetcher is
+// counted before the old one can leave, so a takeover never looks like the
+// end of the partition's fetching.
 package consume
