@@ -7,13 +7,12 @@ import (
 	"errors"
 	"log/slog"
 	"net"
-	"net/netip"
-	"strings"
 	"time"
 
 	libconfig "github.com/notiflow/notiflow/lib/config"
 	"github.com/notiflow/notiflow/lib/consume"
 	"github.com/notiflow/notiflow/lib/kafkax"
+	"github.com/notiflow/notiflow/lib/netguard"
 	"github.com/notiflow/notiflow/lib/obs"
 	"github.com/notiflow/notiflow/lib/webhooksig"
 	"github.com/notiflow/notiflow/services/dispatcher/internal/domain"
@@ -183,7 +182,7 @@ func (c Config) Validate() error {
 		add("NOTIFLOW_WEBHOOK_BACKOFF_MIN", "must be at least 1ms and not above NOTIFLOW_WEBHOOK_BACKOFF_MAX, got %s and %s", c.WebhookBackoffMin, c.WebhookBackoffMax)
 	}
 	for _, a := range c.WebhookAllow {
-		if !validAllowEntry(a) {
+		if !netguard.ValidAllowEntry(a) {
 			add("NOTIFLOW_WEBHOOK_ALLOW", "%q is neither a CIDR (10.1.0.0/16), an IP address nor a host name", a)
 		}
 	}
@@ -217,25 +216,6 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
-}
-
-func validAllowEntry(s string) bool {
-	if strings.Contains(s, "/") {
-		_, err := netip.ParsePrefix(s)
-		return err == nil
-	}
-	if _, err := netip.ParseAddr(s); err == nil {
-		return true
-	}
-	if s == "" || len(s) > 253 {
-		return false
-	}
-	for _, r := range s {
-		if !(r == '.' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
-			return false
-		}
-	}
-	return true
 }
 
 // OrderingMode is the parsed NOTIFLOW_ORDERING (call after Validate).

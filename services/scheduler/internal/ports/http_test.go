@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/notiflow/notiflow/lib/netguard"
 	"github.com/notiflow/notiflow/lib/obs"
 	"github.com/notiflow/notiflow/lib/testkit"
 	"github.com/notiflow/notiflow/services/scheduler/internal/adapters"
@@ -53,6 +54,13 @@ func newServer(t *testing.T) *server {
 // a Redis prefix of the test's own.
 func serve(t *testing.T, limits domain.Limits, opts ports.Options) *server {
 	t.Helper()
+	return serveAllow(t, limits, opts, nil)
+}
+
+// serveAllow is serve with the webhook guard's allow list (the
+// NOTIFLOW_WEBHOOK_ALLOW entries) set to allow.
+func serveAllow(t *testing.T, limits domain.Limits, opts ports.Options, allow []string) *server {
+	t.Helper()
 	ctx := context.Background()
 	store, err := adapters.OpenMySQL(ctx, testkit.MySQLDSN(t), 4)
 	if err != nil {
@@ -72,6 +80,11 @@ func serve(t *testing.T, limits domain.Limits, opts ports.Options) *server {
 		opts.Secrets = app.NewWebhookSecrets(store, adapters.NewSecretCache(rdb, prefix), app.WebhookSecretsOptions{Grace: 24 * time.Hour, Clock: clk.Now}, nil)
 	}
 	targets.UseSecrets(opts.Secrets)
+	hooks, err := netguard.NewGuard(allow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets.UseWebhookGuard(hooks, nil)
 	mux := obs.Mux(obs.NewHealth(nil), obs.NewRegistry())
 	ports.NewAPI(targets, opts, slog.New(slog.NewTextHandler(io.Discard, nil))).Register(mux)
 	srv := httptest.NewServer(mux)

@@ -6,6 +6,7 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/notiflow/notiflow/lib/kafkax"
+	"github.com/notiflow/notiflow/lib/netguard"
 	"github.com/notiflow/notiflow/lib/obs"
 	"github.com/notiflow/notiflow/lib/svc"
 	"github.com/notiflow/notiflow/services/scheduler/internal/adapters"
@@ -107,6 +109,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 		Grace: cfg.WebhookSecretGrace, SyncEvery: cfg.WebhookSecretSync,
 	}, log)
 	targets.UseSecrets(s.secrets)
+	hooks, err := netguard.NewGuard(cfg.WebhookAllow)
+	if err != nil {
+		s.close()
+		return nil, fmt.Errorf("NOTIFLOW_WEBHOOK_ALLOW: %w", err)
+	}
+	targets.UseWebhookGuard(hooks, nil)
 	ports.NewAPI(targets, ports.Options{
 		Token: cfg.APIToken, MaxParamsBytes: cfg.MaxParamsBytes, MaxBulkBodyBytes: cfg.MaxBulkBodyBytes, Parked: s.store,
 		Secrets: s.secrets,
