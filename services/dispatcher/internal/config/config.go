@@ -73,6 +73,10 @@ type Config struct {
 	// TemplatesFile is a JSON object {"template id": "text/template text"}
 	// adding to or overriding the built-in templates.
 	TemplatesFile string `env:"NOTIFLOW_TEMPLATES_FILE"`
+	// TemplateCache is how long a managed template (or its absence) read
+	// from Redis is reused: a template created, updated or deleted through
+	// the scheduler's API is seen within this bound of reaching Redis.
+	TemplateCache time.Duration `env:"NOTIFLOW_TEMPLATE_CACHE" default:"5s"`
 
 	WebhookTimeout    time.Duration `env:"NOTIFLOW_WEBHOOK_TIMEOUT" default:"5s"`
 	WebhookMaxElapsed time.Duration `env:"NOTIFLOW_WEBHOOK_MAX_ELAPSED" default:"2m"`
@@ -180,6 +184,9 @@ func (c Config) Validate() error {
 	}
 	if c.WebhookBackoffMin < time.Millisecond || c.WebhookBackoffMax < c.WebhookBackoffMin {
 		add("NOTIFLOW_WEBHOOK_BACKOFF_MIN", "must be at least 1ms and not above NOTIFLOW_WEBHOOK_BACKOFF_MAX, got %s and %s", c.WebhookBackoffMin, c.WebhookBackoffMax)
+	}
+	if c.TemplateCache < 0 || c.TemplateCache > 5*time.Minute {
+		add("NOTIFLOW_TEMPLATE_CACHE", "must be between 0s and 5m, got %s", c.TemplateCache)
 	}
 	for _, a := range c.WebhookAllow {
 		if !netguard.ValidAllowEntry(a) {

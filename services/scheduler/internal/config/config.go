@@ -84,6 +84,13 @@ type Config struct {
 	// (lib/netguard).
 	WebhookAllow []string `env:"NOTIFLOW_WEBHOOK_ALLOW"`
 
+	// TemplatesFile is the dispatchers' NOTIFLOW_TEMPLATES_FILE, read here
+	// too so that targets may name its templates (and managed templates
+	// may not take their names). TemplateSync is how often every managed
+	// template is copied to Redis (under RedisPrefix) again.
+	TemplatesFile string        `env:"NOTIFLOW_TEMPLATES_FILE"`
+	TemplateSync  time.Duration `env:"NOTIFLOW_TEMPLATE_SYNC" default:"10s"`
+
 	DLQMaxRedrives    int           `env:"NOTIFLOW_DLQ_MAX_REDRIVES" default:"3"`
 	DLQRedriveMax     int           `env:"NOTIFLOW_DLQ_REDRIVE_MAX" default:"10000"`
 	DLQRedriveMarkTTL time.Duration `env:"NOTIFLOW_DLQ_REDRIVE_MARK_TTL" default:"168h"`
@@ -187,6 +194,9 @@ func (c Config) Validate() error {
 	}
 	if c.BenchMaxNotifications < 1 || c.BenchMaxNotifications > 10000000 {
 		add("NOTIFLOW_BENCH_MAX_NOTIFICATIONS", "must be between 1 and 10000000, got %d", c.BenchMaxNotifications)
+	}
+	if c.TemplateSync < 100*time.Millisecond || c.TemplateSync > 10*time.Minute {
+		add("NOTIFLOW_TEMPLATE_SYNC", "must be between 100ms and 10m, got %s", c.TemplateSync)
 	}
 	for _, a := range c.WebhookAllow {
 		if !netguard.ValidAllowEntry(a) {

@@ -121,7 +121,7 @@ func TestDefaults(t *testing.T) {
 		BulkMax: 10000, MaxParamsBytes: 16384, MaxBulkBodyBytes: 32 << 20, ShutdownTimeout: 20 * time.Second,
 		RedisPrefix: "notiflow:", DispatcherGroup: "notiflow-dispatcher", SinkGroup: "notiflow-sink",
 		BenchLead: 5 * time.Second, BenchStall: 60 * time.Second, BenchSample: 250 * time.Millisecond, BenchMaxNotifications: 1000000,
-		WebhookSecretGrace: 24 * time.Hour, WebhookSecretSync: 10 * time.Second,
+		WebhookSecretGrace: 24 * time.Hour, WebhookSecretSync: 10 * time.Second, TemplateSync: 10 * time.Second,
 		DLQMaxRedrives: 3, DLQRedriveMax: 10000, DLQRedriveMarkTTL: 168 * time.Hour,
 		HTTP: c.HTTP, Kafka: c.Kafka, // lib/obs and lib/kafkax test their own
 	}

@@ -61,6 +61,14 @@ func serve(t *testing.T, limits domain.Limits, opts ports.Options) *server {
 // NOTIFLOW_WEBHOOK_ALLOW entries) set to allow.
 func serveAllow(t *testing.T, limits domain.Limits, opts ports.Options, allow []string) *server {
 	t.Helper()
+	return serveFull(t, limits, opts, allow, false)
+}
+
+// serveFull is serveAllow with, when templates is set, the managed
+// templates served (/v1/templates) and checked at target creation, their
+// Redis copy under the server's prefix.
+func serveFull(t *testing.T, limits domain.Limits, opts ports.Options, allow []string, templates bool) *server {
+	t.Helper()
 	ctx := context.Background()
 	store, err := adapters.OpenMySQL(ctx, testkit.MySQLDSN(t), 4)
 	if err != nil {
@@ -85,6 +93,18 @@ func serveAllow(t *testing.T, limits domain.Limits, opts ports.Options, allow []
 		t.Fatal(err)
 	}
 	targets.UseWebhookGuard(hooks, nil)
+	if templates {
+		static, err := app.StaticTemplates(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tm, err := app.NewTemplates(store, adapters.NewTemplateCopy(rdb, prefix), app.TemplatesOptions{Static: static, SyncEvery: time.Second, Clock: clk.Now}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.Templates = tm
+		targets.UseTemplates(tm)
+	}
 	mux := obs.Mux(obs.NewHealth(nil), obs.NewRegistry())
 	ports.NewAPI(targets, opts, slog.New(slog.NewTextHandler(io.Discard, nil))).Register(mux)
 	srv := httptest.NewServer(mux)

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,7 +47,10 @@ type Service struct {
 	bench  *benchapp.Service
 	// secrets keeps the Redis copy of the webhook signing secrets in step.
 	secrets *app.WebhookSecrets
-	mux     *http.ServeMux
+	// templates checks and stores managed templates and keeps their Redis
+	// copy (its Run is a helper).
+	templates *app.Templates
+	mux       *http.ServeMux
 }
 
 // GCPercent is the garbage-collection target main applies unless GOGC is
@@ -115,9 +119,21 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 		return nil, fmt.Errorf("NOTIFLOW_WEBHOOK_ALLOW: %w", err)
 	}
 	targets.UseWebhookGuard(hooks, nil)
+	static, err := loadStaticTemplates(cfg.TemplatesFile)
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	s.templates, err = app.NewTemplates(s.store, adapters.NewTemplateCopy(s.rdb, cfg.RedisPrefix),
+		app.TemplatesOptions{Static: static, SyncEvery: cfg.TemplateSync}, log)
+	if err != nil {
+		s.close()
+		return nil, fmt.Errorf("NOTIFLOW_TEMPLATES_FILE %s: %w", cfg.TemplatesFile, err)
+	}
+	targets.UseTemplates(s.templates)
 	ports.NewAPI(targets, ports.Options{
 		Token: cfg.APIToken, MaxParamsBytes: cfg.MaxParamsBytes, MaxBulkBodyBytes: cfg.MaxBulkBodyBytes, Parked: s.store,
-		Secrets: s.secrets,
+		Secrets: s.secrets, Templates: s.templates,
 	}, log).Register(s.mux)
 	if cfg.APIToken == "" {
 		log.Warn("API authentication is disabled (NOTIFLOW_INSECURE_NO_AUTH): development only")
@@ -142,6 +158,24 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 		ShutdownTimeout: cfg.ShutdownTimeout,
 	}, log, metrics)
 	return s, nil
+}
+
+// loadStaticTemplates returns the built-in templates and, when file is
+// set, those of the templates file (NOTIFLOW_TEMPLATES_FILE, the one the
+// dispatchers are given), which win on the same id.
+func loadStaticTemplates(file string) (map[string]string, error) {
+	var data []byte
+	if file != "" {
+		var err error
+		if data, err = os.ReadFile(file); err != nil {
+			return nil, fmt.Errorf("NOTIFLOW_TEMPLATES_FILE: %w", err)
+		}
+	}
+	m, err := app.StaticTemplates(data)
+	if err != nil {
+		return nil, fmt.Errorf("NOTIFLOW_TEMPLATES_FILE %s: %w", file, err)
+	}
+	return m, nil
 }
 
 // newBench builds the benchmark service behind the admin endpoints: it
@@ -195,7 +229,7 @@ func (s *Service) Run(ctx context.Context, ln net.Listener) error {
 	return svc.Runner{
 		Name: "scheduler", Log: s.log, Health: s.health,
 		Work:     []func(context.Context) error{scan, s.bench.Run},
-		Helpers:  []func(context.Context) error{s.secrets.Run},
+		Helpers:  []func(context.Context) error{s.secrets.Run, s.templates.Run},
 		Close:    s.close,
 		Listener: ln, Addr: s.cfg.HTTPAddr, Handler: s.mux, HTTP: s.cfg.HTTP,
 		ShutdownTimeout: s.cfg.ShutdownTimeout,
