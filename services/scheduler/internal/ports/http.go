@@ -72,10 +72,17 @@ func NewAPI(targets *app.Targets, opts Options, log *slog.Logger) *API {
 		tguard: httpapi.NewGuard(opts.Token, templateError, log, "templates request failed")}
 }
 
-// Register adds the API's routes to mux (a Go 1.22 pattern mux, e.g. the
-// one obs.Mux returns). Every /v1 route, and GET /admin/outbox/parked,
-// requires the bearer token; the OpenAPI document is public.
-func (a *API) Register(mux *http.ServeMux) {
+// Mux is where Register adds routes: a Go 1.22 pattern mux
+// (*http.ServeMux), or one that records what is registered.
+type Mux interface {
+	Handle(pattern string, handler http.Handler)
+	HandleFunc(pattern string, handler func(http.ResponseWriter, *http.Request))
+}
+
+// Register adds the API's routes to mux (e.g. the one obs.Mux returns).
+// Every /v1 route, and GET /admin/outbox/parked, requires the bearer
+// token; the OpenAPI document is public.
+func (a *API) Register(mux Mux) {
 	mux.HandleFunc("GET /openapi.yaml", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/yaml")
 		_, _ = w.Write(openAPI)

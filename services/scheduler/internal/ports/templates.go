@@ -73,7 +73,7 @@ func (t templateRequest) template() templates.Template {
 	return templates.Template{Name: t.Name, Channel: t.Channel, Subject: t.Subject, Body: t.Body, Params: t.Params}
 }
 
-func (a *API) registerTemplates(mux *http.ServeMux) {
+func (a *API) registerTemplates(mux Mux) {
 	g := a.tguard
 	mux.Handle("POST /v1/templates", g.Handle(a.createTemplate))
 	mux.Handle("GET /v1/templates", g.Handle(a.listTemplates))

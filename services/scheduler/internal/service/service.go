@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -50,6 +51,7 @@ type Service struct {
 	// templates checks and stores managed templates and keeps their Redis
 	// copy (its Run is a helper).
 	templates *app.Templates
+	routes    []string // the patterns registered on mux
 	mux       *http.ServeMux
 }
 
@@ -131,22 +133,24 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 		return nil, fmt.Errorf("NOTIFLOW_TEMPLATES_FILE %s: %w", cfg.TemplatesFile, err)
 	}
 	targets.UseTemplates(s.templates)
+	routes := &routeRecorder{ServeMux: s.mux, patterns: slices.Clone(obs.MuxPatterns)}
 	ports.NewAPI(targets, ports.Options{
 		Token: cfg.APIToken, MaxParamsBytes: cfg.MaxParamsBytes, MaxBulkBodyBytes: cfg.MaxBulkBodyBytes, Parked: s.store,
 		Secrets: s.secrets, Templates: s.templates,
-	}, log).Register(s.mux)
+	}, log).Register(routes)
 	if cfg.APIToken == "" {
 		log.Warn("API authentication is disabled (NOTIFLOW_INSECURE_NO_AUTH): development only")
 	}
 	s.bench = s.newBench(targets)
 	benchports.NewHandler(s.bench, cfg.APIToken, log).
-		WithSinkAPI(benchports.SinkAPI{BaseURL: cfg.SinkAPIURL, Token: cfg.APIToken}).Register(s.mux)
+		WithSinkAPI(benchports.SinkAPI{BaseURL: cfg.SinkAPIURL, Token: cfg.APIToken}).Register(routes)
 
 	dlqports.NewHandler(dlq.NewService(cfg.Kafka.TopicDLQ,
 		dlqadapters.NewTopicLog(cfg.Kafka.Brokers, cfg.Kafka.TopicDLQ),
 		dlqadapters.NewMarks(s.rdb, cfg.RedisPrefix, cfg.Kafka.TopicDLQ, cfg.DLQRedriveMarkTTL),
 		s.writer, dlq.Options{MaxRedrives: cfg.DLQMaxRedrives, RedriveMax: cfg.DLQRedriveMax}, log),
-		cfg.APIToken, log).Register(s.mux)
+		cfg.APIToken, log).Register(routes)
+	s.routes = routes.patterns
 
 	leader := app.NewLeader(app.RedisMutexes(s.rdb, cfg.LockKey, cfg.LockTTL), cfg.LockTTL, log, metrics)
 	relay := app.NewRelay(s.store, adapters.NewDuePublisher(s.writer, cfg.Kafka.TopicDue), cfg.RelayBatch, time.Now, metrics, log)
@@ -196,6 +200,27 @@ func (s *Service) newBench(targets *app.Targets) *benchapp.Service {
 			Lead: cfg.BenchLead, Stall: cfg.BenchStall, Sample: cfg.BenchSample, MaxNotifications: cfg.BenchMaxNotifications,
 		}, s.log)
 }
+
+// routeRecorder is the service's mux, recording the patterns registered
+// on it (Routes).
+type routeRecorder struct {
+	*http.ServeMux
+	patterns []string
+}
+
+func (r *routeRecorder) Handle(pattern string, h http.Handler) {
+	r.patterns = append(r.patterns, pattern)
+	r.ServeMux.Handle(pattern, h)
+}
+
+func (r *routeRecorder) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
+	r.patterns = append(r.patterns, pattern)
+	r.ServeMux.HandleFunc(pattern, h)
+}
+
+// Routes returns the patterns ("METHOD /path") Handler serves, in the
+// order they were registered; the OpenAPI document describes each.
+func (s *Service) Routes() []string { return slices.Clone(s.routes) }
 
 // Ready reports whether the scheduler can work (MySQL, Redis and Kafka
 // answer, not draining).
