@@ -98,11 +98,12 @@ var migrations = []mysqlx.Migration{
 		//     never covers a later arrival.
 		// template_version is the version of the template the dispatcher
 		// rendered (lib/templates: a managed template's version number, a
-		// built-in or file template's content hash; '' when unknown); read_at is when an inbox
-		// row was marked read (NULL: unread). inbox_unread keeps each
-		// recipient's unread inbox count, maintained by triggers on every
-		// insert, update and delete of a row, so that counting is one
-		// primary-key read and no writer can forget it.
+		// built-in or file template's content hash; '' when unknown);
+		// read_at is when an inbox row was marked read (NULL: unread).
+		// inbox_unread keeps each recipient's unread inbox count,
+		// maintained by triggers on every insert, update and delete of a
+		// row, so that counting is one primary-key read and no writer can
+		// forget it.
 		Version: 3,
 		Name:    "read API: template version, inbox read state, read indexes",
 		Then:    readAPISchema,

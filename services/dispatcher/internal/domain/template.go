@@ -31,7 +31,8 @@ type Templates struct {
 
 type compiled struct {
 	t *template.Template
-	// version is a content hash of the template's text (Version).
+	// version labels the text: a content hash for built-in and file
+	// templates (Version), the version number for managed ones.
 	version string
 	// static is set when the template has no actions: rendering it needs
 	// no params, so the params JSON is not even decoded.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/notiflow/notiflow/lib/netguard"
@@ -73,6 +74,10 @@ type Targets struct {
 	// hooks: not checked.
 	hooks    *netguard.Guard
 	resolver netguard.Resolver
+	// verdicts caches the guard's answer per webhook host for
+	// hostVerdictTTL, so that a bulk create resolves each host once.
+	verdictsMu sync.Mutex
+	verdicts   map[string]hostVerdict
 	// templates checks template ids and params (CheckTarget); nil: not
 	// checked.
 	templates TemplateCatalog
@@ -144,6 +149,40 @@ func (s *Targets) Build(in TargetInput, now time.Time) (domain.Target, error) {
 	return t, nil
 }
 
+// hostVerdictTTL bounds how long CheckTarget reuses the guard's answer
+// for a webhook host (the dispatcher's dial-time check covers a host
+// whose addresses change meanwhile).
+const hostVerdictTTL = 10 * time.Second
+
+type hostVerdict struct {
+	err error
+	at  time.Time
+}
+
+// checkHost runs the webhook guard on host, through the verdicts cache.
+func (s *Targets) checkHost(ctx context.Context, host string) error {
+	now := time.Now()
+	s.verdictsMu.Lock()
+	v, ok := s.verdicts[host]
+	s.verdictsMu.Unlock()
+	if ok && now.Sub(v.at) < hostVerdictTTL {
+		return v.err
+	}
+	lctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+	defer cancel()
+	err := s.hooks.CheckResolved(lctx, s.resolver, host)
+	if ctx.Err() != nil {
+		return err
+	}
+	s.verdictsMu.Lock()
+	if s.verdicts == nil || len(s.verdicts) > 10000 {
+		s.verdicts = map[string]hostVerdict{}
+	}
+	s.verdicts[host] = hostVerdict{err: err, at: now}
+	s.verdictsMu.Unlock()
+	return err
+}
+
 // lookupTimeout bounds the DNS lookup of a webhook host in CheckTarget.
 const lookupTimeout = 2 * time.Second
 
@@ -172,9 +211,7 @@ func (s *Targets) CheckTarget(ctx context.Context, t domain.Target) error {
 		if err != nil {
 			return &domain.ValidationError{Field: "webhook_url", Msg: "must be an absolute http or https URL"}
 		}
-		lctx, cancel := context.WithTimeout(ctx, lookupTimeout)
-		defer cancel()
-		if err := s.hooks.CheckResolved(lctx, s.resolver, u.Hostname()); err != nil {
+		if err := s.checkHost(ctx, u.Hostname()); err != nil {
 			var fe *netguard.ForbiddenAddressError
 			if errors.As(err, &fe) {
 				return &domain.ValidationError{Field: "webhook_url", Msg: fmt.Sprintf("%s is a %s address, refused for webhooks (allow it with NOTIFLOW_WEBHOOK_ALLOW)", fe.Addr, fe.Reason)}

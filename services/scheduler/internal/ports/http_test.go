@@ -42,6 +42,8 @@ type server struct {
 	rdb     *redis.Client
 	prefix  string
 	secrets *app.WebhookSecrets
+	// templates is set when the server serves managed templates.
+	templates *app.Templates
 }
 
 func newServer(t *testing.T) *server {
@@ -109,7 +111,7 @@ func serveFull(t *testing.T, limits domain.Limits, opts ports.Options, allow []s
 	ports.NewAPI(targets, opts, slog.New(slog.NewTextHandler(io.Discard, nil))).Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return &server{url: srv.URL, store: store, clock: clk, rdb: rdb, prefix: prefix, secrets: opts.Secrets}
+	return &server{url: srv.URL, store: store, clock: clk, rdb: rdb, prefix: prefix, secrets: opts.Secrets, templates: opts.Templates}
 }
 
 type response struct {
