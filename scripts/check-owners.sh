@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # check-owners.sh: every table has one owner (make lint). It fails when
 #  - a Go file outside the scheduler's store (services/scheduler/internal/adapters)
-#    writes or defines notification_targets or target_due (INSERT, REPLACE,
+#    writes or defines notification_targets, target_due or templates (INSERT, REPLACE,
 #    UPDATE, DELETE, CREATE/ALTER/DROP/TRUNCATE TABLE). The scheduler's own tests
 #    (services/scheduler/**/*_test.go) may stage states the API cannot reach
 #    (a target fired behind the API's back, tables reset between benchmark
@@ -19,7 +19,7 @@ targets_tests='^services/scheduler/.*_test\.go$'
 notifications_owner='^services/sink/notifications/migrations\.go$'
 
 verbs='(INSERT([[:space:]]+IGNORE)?([[:space:]]+INTO)?|REPLACE([[:space:]]+INTO)?|UPDATE|DELETE([[:space:]]+[[:alnum:]_]+)?[[:space:]]+FROM|(CREATE|ALTER|DROP|TRUNCATE)[[:space:]]+TABLE([[:space:]]+IF[[:space:]]+(NOT[[:space:]]+)?EXISTS)?)'
-targets_re="${verbs}[[:space:]]+\`?(notification_targets|target_due)\`?([^[:alnum:]_]|\$)"
+targets_re="${verbs}[[:space:]]+\`?(notification_targets|target_due|templates)\`?([^[:alnum:]_]|\$)"
 notifications_re='(CREATE|ALTER)[[:space:]]+TABLE([[:space:]]+IF[[:space:]]+NOT[[:space:]]+EXISTS)?[[:space:]]+`?notifications`?([^[:alnum:]_]|$)'
 
 fail=0

@@ -157,6 +157,7 @@ func (iso Isolation) ServiceEnv(service string) map[string]string {
 			"NOTIFLOW_REDIS_PREFIX":     iso.RedisPrefix,
 			"NOTIFLOW_DISPATCHER_GROUP": iso.DispatcherGroup,
 			"NOTIFLOW_SINK_GROUP":       iso.SinkGroup,
+			"NOTIFLOW_WEBHOOK_ALLOW":    "127.0.0.1/32",
 		}
 	case "dispatcher":
 		return map[string]string{

@@ -161,16 +161,19 @@ func failedChecks(err error) string {
 	return strings.Join(names, ", ")
 }
 
+// MuxPatterns are the routes Mux registers: health, readiness, metrics.
+var MuxPatterns = []string{"GET /healthz", "GET /readyz", "GET /metrics"}
+
 // Mux returns a ServeMux serving /healthz, /readyz and /metrics; callers add
 // their own routes to it. /readyz answers 200 "ready" or 503 "not ready: "
 // with the names of the failing checks (or "draining"), never their errors,
 // which may name internal addresses: those go to Health's log.
 func Mux(h *Health, reg *prometheus.Registry) *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc(MuxPatterns[0], func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok\n")
 	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc(MuxPatterns[1], func(w http.ResponseWriter, r *http.Request) {
 		if err := h.Ready(r.Context()); err != nil {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = io.WriteString(w, "not ready: "+failedChecks(err)+"\n")
@@ -178,7 +181,7 @@ func Mux(h *Health, reg *prometheus.Registry) *http.ServeMux {
 		}
 		_, _ = io.WriteString(w, "ready\n")
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle(MuxPatterns[2], promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	return mux
 }
 

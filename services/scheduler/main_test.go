@@ -92,7 +92,7 @@ func TestProcess(t *testing.T) {
 		return nil
 	})
 
-	body := fmt.Sprintf(`{"recipient_id":"proc-1","channel":"sim","template_id":"t","due_at":%q}`, time.Now().UTC().Format(time.RFC3339Nano))
+	body := fmt.Sprintf(`{"recipient_id":"proc-1","channel":"sim","template_id":"bench","due_at":%q}`, time.Now().UTC().Format(time.RFC3339Nano))
 	req, _ := http.NewRequest("POST", base+"/v1/targets", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+secret)
 	req.Header.Set("Content-Type", "application/json")

@@ -96,12 +96,14 @@ var migrations = []mysqlx.Migration{
 		//   - idx_notifications_inbox (recipient_id, channel, persisted_at):
 		//     a recipient's inbox in arrival order, so that "read up to"
 		//     never covers a later arrival.
-		// template_version is the content hash of the template the
-		// dispatcher rendered ('' when unknown); read_at is when an inbox
-		// row was marked read (NULL: unread). inbox_unread keeps each
-		// recipient's unread inbox count, maintained by triggers on every
-		// insert, update and delete of a row, so that counting is one
-		// primary-key read and no writer can forget it.
+		// template_version is the version of the template the dispatcher
+		// rendered (lib/templates: a managed template's version number, a
+		// built-in or file template's content hash; '' when unknown);
+		// read_at is when an inbox row was marked read (NULL: unread).
+		// inbox_unread keeps each recipient's unread inbox count,
+		// maintained by triggers on every insert, update and delete of a
+		// row, so that counting is one primary-key read and no writer can
+		// forget it.
 		Version: 3,
 		Name:    "read API: template version, inbox read state, read indexes",
 		Then:    readAPISchema,

@@ -17,6 +17,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/notiflow/notiflow/lib/consume"
+	"github.com/notiflow/notiflow/lib/netguard"
 	"github.com/notiflow/notiflow/lib/webhooksig"
 	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
 	"github.com/notiflow/notiflow/services/dispatcher/internal/domain"
@@ -80,7 +81,7 @@ const (
 // for concurrent use.
 type Webhook struct {
 	client   *http.Client
-	guard    *Guard
+	guard    *netguard.Guard
 	breakers *breakers
 	opt      WebhookOptions
 }
@@ -100,7 +101,7 @@ func (e *excludedError) Unwrap() error { return e.err }
 
 // NewWebhook returns a Webhook. It fails on a bad allow list.
 func NewWebhook(opt WebhookOptions) (*Webhook, error) {
-	guard, err := NewGuard(opt.Allow)
+	guard, err := netguard.NewGuard(opt.Allow)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +192,7 @@ func (w *Webhook) Send(ctx context.Context, due *notiflowv1.NotificationDue, bod
 			return domain.Outcome{Status: notiflowv1.Status_STATUS_DELIVERED, Attempts: attempts, ProviderCode: int32(res.code)}, nil
 		case err == nil:
 			return failed(attempts, res.code, fmt.Sprintf("webhook answered HTTP %d (not retried)", res.code)), nil
-		case errors.Is(err, ErrForbiddenAddress):
+		case errors.Is(err, netguard.ErrForbiddenAddress):
 			return failed(attempts, 0, err.Error()), nil
 		case isKeyError(err):
 			lastErr = err.Error()
@@ -271,7 +272,7 @@ func (w *Webhook) attempt(ctx context.Context, u *url.URL, payload []byte, id st
 		switch {
 		case ctx.Err() != nil:
 			return attemptResult{}, &excludedError{ctx.Err()}
-		case errors.Is(err, ErrForbiddenAddress):
+		case errors.Is(err, netguard.ErrForbiddenAddress):
 			return attemptResult{}, &excludedError{err}
 		case errors.Is(err, context.DeadlineExceeded):
 			return attemptResult{}, fmt.Errorf("POST %s: no answer within %s", redactURL(u.String()), w.opt.AttemptTimeout)

@@ -46,11 +46,12 @@ type Sender interface {
 	Send(ctx context.Context, due *notiflowv1.NotificationDue, body string) (domain.Outcome, error)
 }
 
-// Renderer renders a template with JSON params; Version names the text
-// of template id ("" when unknown), recorded with each result.
+// Renderer renders a template with JSON params and returns the text and
+// the version of the template it was rendered with (recorded with each
+// result). Errors wrapping domain.ErrUnknownTemplate or domain.ErrRender
+// are final; others are a dependency failing, and are retried.
 type Renderer interface {
-	Render(id string, params []byte) (string, error)
-	Version(id string) string
+	Render(ctx context.Context, id string, params []byte) (body, version string, err error)
 }
 
 // Publisher publishes a result and returns once it is durable.
@@ -196,7 +197,9 @@ func (d *Dispatcher) unhold(token string) {
 // Handle dispatches one due notification and returns once its result is
 // acknowledged by Kafka (and, when it failed for good, its dead letter):
 //
-//  1. render the template (a failure: FAILED result plus dead letter);
+//  1. render the template (built-in, file or managed; an unknown template
+//     or a render failure: FAILED result plus dead letter; the managed
+//     templates' store failing is waited out);
 //  2. claim the notification in Redis, checking the recipient's rate limit
 //     in the same script: already done gives a DUPLICATE result, another
 //     worker's claim is waited out; over the limit, policy drop gives a
@@ -217,7 +220,7 @@ func (d *Dispatcher) unhold(token string) {
 // drain: it runs until it has an outcome or ctx ends.
 func (d *Dispatcher) Handle(ctx context.Context, rec *consume.Record[*notiflowv1.NotificationDue]) error {
 	due := rec.Value
-	out, remembered, err := d.dispatch(ctx, due)
+	out, version, remembered, err := d.dispatch(ctx, due)
 	if err != nil {
 		return err
 	}
@@ -235,7 +238,7 @@ func (d *Dispatcher) Handle(ctx context.Context, rec *consume.Record[*notiflowv1
 		RecipientId: due.RecipientId, Sequence: due.Sequence, Channel: due.Channel, TemplateId: due.TemplateId,
 		Status: out.Status, Attempts: out.Attempts, ProviderCode: out.ProviderCode, Error: out.Err,
 		DueAtUs: due.DueAtUs, DispatchedAtUs: now.UnixMicro(), RunId: due.RunId, Body: out.Body,
-		OriginalStatus: out.OriginalStatus, TemplateVersion: d.render.Version(due.TemplateId),
+		OriginalStatus: out.OriginalStatus, TemplateVersion: version,
 	}
 	if due.DueAtUs > 0 {
 		res.LatencyUs = max(res.DispatchedAtUs-due.DueAtUs, 0)
@@ -256,14 +259,32 @@ func (d *Dispatcher) Handle(ctx context.Context, rec *consume.Record[*notiflowv1
 	return nil
 }
 
-// dispatch runs steps 1-4 of Handle and returns the outcome to publish
-// and, when the done marker is still being written, a function waiting for
-// it (retrying until it is stored or ctx ends).
-func (d *Dispatcher) dispatch(ctx context.Context, due *notiflowv1.NotificationDue) (domain.Outcome, func(context.Context) error, error) {
-	body, err := d.render.Render(due.TemplateId, due.ParamsJson)
+// dispatch renders due (step 1 of Handle, waiting out a template store
+// that fails), runs steps 2-4 and returns the outcome to publish, the
+// template version and, when the done marker is still being written, a
+// function waiting for it (retrying until it is stored or ctx ends).
+func (d *Dispatcher) dispatch(ctx context.Context, due *notiflowv1.NotificationDue) (domain.Outcome, string, func(context.Context) error, error) {
+	var body, version string
+	var renderErr error
+	err := d.retry(ctx, "redis", "read template", func(ctx context.Context) error {
+		body, version, renderErr = d.render.Render(ctx, due.TemplateId, due.ParamsJson)
+		if renderErr != nil && !errors.Is(renderErr, domain.ErrUnknownTemplate) && !errors.Is(renderErr, domain.ErrRender) {
+			return renderErr
+		}
+		return nil
+	})
 	if err != nil {
-		return failure(err.Error()), nil, nil
+		return domain.Outcome{}, "", nil, err
 	}
+	if renderErr != nil {
+		return failure(renderErr.Error()), version, nil, nil
+	}
+	out, remembered, err := d.send(ctx, due, body)
+	return out, version, remembered, err
+}
+
+// send runs steps 2-4 of Handle for the rendered body.
+func (d *Dispatcher) send(ctx context.Context, due *notiflowv1.NotificationDue, body string) (domain.Outcome, func(context.Context) error, error) {
 	sender := d.senders[due.Channel]
 	if sender == nil {
 		o := failure(fmt.Sprintf("channel %s is not supported by this dispatcher", due.Channel))

@@ -7,13 +7,12 @@ import (
 	"errors"
 	"log/slog"
 	"net"
-	"net/netip"
-	"strings"
 	"time"
 
 	libconfig "github.com/notiflow/notiflow/lib/config"
 	"github.com/notiflow/notiflow/lib/consume"
 	"github.com/notiflow/notiflow/lib/kafkax"
+	"github.com/notiflow/notiflow/lib/netguard"
 	"github.com/notiflow/notiflow/lib/obs"
 	"github.com/notiflow/notiflow/lib/webhooksig"
 	"github.com/notiflow/notiflow/services/dispatcher/internal/domain"
@@ -74,6 +73,10 @@ type Config struct {
 	// TemplatesFile is a JSON object {"template id": "text/template text"}
 	// adding to or overriding the built-in templates.
 	TemplatesFile string `env:"NOTIFLOW_TEMPLATES_FILE"`
+	// TemplateCache is how long a managed template (or its absence) read
+	// from Redis is reused: a template created, updated or deleted through
+	// the scheduler's API is seen within this bound of reaching Redis.
+	TemplateCache time.Duration `env:"NOTIFLOW_TEMPLATE_CACHE" default:"5s"`
 
 	WebhookTimeout    time.Duration `env:"NOTIFLOW_WEBHOOK_TIMEOUT" default:"5s"`
 	WebhookMaxElapsed time.Duration `env:"NOTIFLOW_WEBHOOK_MAX_ELAPSED" default:"2m"`
@@ -182,8 +185,11 @@ func (c Config) Validate() error {
 	if c.WebhookBackoffMin < time.Millisecond || c.WebhookBackoffMax < c.WebhookBackoffMin {
 		add("NOTIFLOW_WEBHOOK_BACKOFF_MIN", "must be at least 1ms and not above NOTIFLOW_WEBHOOK_BACKOFF_MAX, got %s and %s", c.WebhookBackoffMin, c.WebhookBackoffMax)
 	}
+	if c.TemplateCache < 0 || c.TemplateCache > 5*time.Minute {
+		add("NOTIFLOW_TEMPLATE_CACHE", "must be between 0s and 5m, got %s", c.TemplateCache)
+	}
 	for _, a := range c.WebhookAllow {
-		if !validAllowEntry(a) {
+		if !netguard.ValidAllowEntry(a) {
 			add("NOTIFLOW_WEBHOOK_ALLOW", "%q is neither a CIDR (10.1.0.0/16), an IP address nor a host name", a)
 		}
 	}
@@ -217,25 +223,6 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
-}
-
-func validAllowEntry(s string) bool {
-	if strings.Contains(s, "/") {
-		_, err := netip.ParsePrefix(s)
-		return err == nil
-	}
-	if _, err := netip.ParseAddr(s); err == nil {
-		return true
-	}
-	if s == "" || len(s) > 253 {
-		return false
-	}
-	for _, r := range s {
-		if !(r == '.' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
-			return false
-		}
-	}
-	return true
 }
 
 // OrderingMode is the parsed NOTIFLOW_ORDERING (call after Validate).

@@ -3,7 +3,6 @@ package domain
 import (
 	"bytes"
 	"crypto/sha256"
-	_ "embed"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -14,10 +13,9 @@ import (
 	"text/template"
 	"text/template/parse"
 	"unicode/utf8"
-)
 
-//go:embed builtin_templates.json
-var builtinJSON []byte
+	"github.com/notiflow/notiflow/lib/templates"
+)
 
 // ErrUnknownTemplate marks a notification whose template id is not known.
 var ErrUnknownTemplate = errors.New("unknown template")
@@ -33,7 +31,8 @@ type Templates struct {
 
 type compiled struct {
 	t *template.Template
-	// version is a content hash of the template's text (Version).
+	// version labels the text: a content hash for built-in and file
+	// templates (Version), the version number for managed ones.
 	version string
 	// static is set when the template has no actions: rendering it needs
 	// no params, so the params JSON is not even decoded.
@@ -52,25 +51,12 @@ type part struct {
 	index int // of field in compiled.fields
 }
 
-// BuiltinTemplates returns the built-in template texts by id.
-func BuiltinTemplates() map[string]string {
-	m, err := ParseTemplateJSON(builtinJSON)
-	if err != nil {
-		// The embedded file is part of the build and covered by tests.
-		return map[string]string{}
-	}
-	return m
-}
+// BuiltinTemplates returns the built-in template texts by id
+// (templates.Builtin).
+func BuiltinTemplates() map[string]string { return templates.Builtin() }
 
-// ParseTemplateJSON reads a JSON object mapping template id to template
-// text.
-func ParseTemplateJSON(data []byte) (map[string]string, error) {
-	var m map[string]string
-	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, fmt.Errorf(`want a JSON object {"template id": "template text"}: %w`, err)
-	}
-	return m, nil
-}
+// ParseTemplateJSON reads a templates file (templates.ParseFile).
+func ParseTemplateJSON(data []byte) (map[string]string, error) { return templates.ParseFile(data) }
 
 // NewTemplates parses the built-in templates overlaid with extra (extra wins
 // on the same id). Every template is parsed here, once; the error names the
@@ -83,31 +69,59 @@ func NewTemplates(extra map[string]string) (*Templates, error) {
 		if strings.TrimSpace(id) == "" {
 			return nil, errors.New("template with an empty id")
 		}
-		tpl, err := template.New(id).Option("missingkey=error").Parse(texts[id])
-		if err != nil {
-			return nil, fmt.Errorf("template %q: %w", id, err)
-		}
 		sum := sha256.Sum256([]byte(texts[id]))
-		c := &compiled{t: tpl, version: hex.EncodeToString(sum[:8])}
-		if s, ok := constantText(tpl); ok {
-			c.static, c.constant = true, s
-		} else {
-			c.parts = simpleParts(tpl)
-			for i, p := range c.parts {
-				if p.field == "" {
-					continue
-				}
-				j := slices.Index(c.fields, p.field)
-				if j < 0 {
-					j = len(c.fields)
-					c.fields = append(c.fields, p.field)
-				}
-				c.parts[i].index = j
-			}
+		c, err := compile(id, texts[id], hex.EncodeToString(sum[:8]))
+		if err != nil {
+			return nil, err
 		}
 		t.set[id] = c
 	}
 	return t, nil
+}
+
+// Parsed is one parsed template with its version. It is immutable and
+// safe for concurrent use.
+type Parsed struct{ c *compiled }
+
+// ParseTemplate parses text as template id with version (a managed
+// template's templates.Template.VersionLabel).
+func ParseTemplate(id, text, version string) (*Parsed, error) {
+	c, err := compile(id, text, version)
+	if err != nil {
+		return nil, err
+	}
+	return &Parsed{c: c}, nil
+}
+
+// Version is the version the template was parsed with.
+func (p *Parsed) Version() string { return p.c.version }
+
+// Render renders the template with params as Templates.Render does.
+func (p *Parsed) Render(params []byte) (string, error) { return p.c.execute(p.c.t.Name(), params) }
+
+func compile(id, text, version string) (*compiled, error) {
+	tpl, err := templates.Parse(id, text)
+	if err != nil {
+		return nil, fmt.Errorf("template %q: %w", id, err)
+	}
+	c := &compiled{t: tpl, version: version}
+	if s, ok := constantText(tpl); ok {
+		c.static, c.constant = true, s
+		return c, nil
+	}
+	c.parts = simpleParts(tpl)
+	for i, p := range c.parts {
+		if p.field == "" {
+			continue
+		}
+		j := slices.Index(c.fields, p.field)
+		if j < 0 {
+			j = len(c.fields)
+			c.fields = append(c.fields, p.field)
+		}
+		c.parts[i].index = j
+	}
+	return c, nil
 }
 
 // constantText reports whether tpl is plain text and returns that text.
@@ -172,6 +186,16 @@ func (t *Templates) Render(id string, params []byte) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("%w %q", ErrUnknownTemplate, id)
 	}
+	return c.execute(id, params)
+}
+
+// Has reports whether id is one of the set's templates.
+func (t *Templates) Has(id string) bool {
+	_, ok := t.set[id]
+	return ok
+}
+
+func (c *compiled) execute(id string, params []byte) (string, error) {
 	if c.static {
 		return c.constant, nil
 	}

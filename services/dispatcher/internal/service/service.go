@@ -167,7 +167,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 		},
 	}
 	s.results = adapters.NewResults(s.writer, cfg.Kafka.TopicDispatched, cfg.Kafka.MaxMessageBytes)
-	s.dispatcher = app.New(store, store, templates, senders, s.results, dlq, m, log, app.Options{InflightTTL: cfg.InflightTTL})
+	renderer := adapters.NewTemplates(templates, s.rdb, cfg.RedisPrefix, cfg.TemplateCache)
+	s.dispatcher = app.New(store, store, renderer, senders, s.results, dlq, m, log, app.Options{InflightTTL: cfg.InflightTTL})
 	s.consumer, err = ports.NewConsumer(cfg, consume.HandlerFunc[*notiflowv1.NotificationDue](s.dispatcher.Handle), dlq, log, reg)
 	if err != nil {
 		s.close()

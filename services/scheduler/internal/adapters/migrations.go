@@ -220,6 +220,51 @@ var migrations = []mysqlx.Migration{
 			) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
 		},
 	},
+	{
+		// Managed templates (POST /v1/templates, app.Templates; format of
+		// lib/templates). A deleted template stays as a tombstone
+		// (deleted_at set) so that versions never restart for a name and
+		// the copy in Redis, guarded by version, is never overwritten by an
+		// older one. params is the JSON array of declared parameter names.
+		// The targets' template index serves the "still used" check of a
+		// delete.
+		Version: 8,
+		Name:    "managed templates",
+		Stmts: []string{
+			`CREATE TABLE IF NOT EXISTS templates (
+				name       VARCHAR(191) NOT NULL,
+				channel    VARCHAR(16)  NOT NULL,
+				subject    TEXT         NOT NULL,
+				body       MEDIUMTEXT   NOT NULL,
+				params     TEXT         NOT NULL,
+				version    BIGINT UNSIGNED NOT NULL,
+				created_at DATETIME(6)  NOT NULL,
+				updated_at DATETIME(6)  NOT NULL,
+				deleted_at DATETIME(6)  NULL,
+				PRIMARY KEY (name)
+			) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
+		},
+		Then: addIndex("notification_targets", "idx_targets_template", "template_id, status"),
+	},
+}
+
+// addIndex adds index (on columns) to table unless it is there (MySQL has
+// no ADD INDEX IF NOT EXISTS).
+func addIndex(table, index, columns string) func(context.Context, *sql.Conn) error {
+	return func(ctx context.Context, conn *sql.Conn) error {
+		var n int
+		if err := conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.STATISTICS
+			WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND INDEX_NAME = ?`, table, index).Scan(&n); err != nil {
+			return fmt.Errorf("look up index %s.%s: %w", table, index, err)
+		}
+		if n > 0 {
+			return nil
+		}
+		if _, err := conn.ExecContext(ctx, "ALTER TABLE `"+table+"` ADD INDEX `"+index+"` ("+columns+")"); err != nil {
+			return fmt.Errorf("add index %s.%s: %w", table, index, err)
+		}
+		return nil
+	}
 }
 
 // hasColumn reports whether table of the current database has column.

@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
+	"sync"
 	"time"
 
+	"github.com/notiflow/notiflow/lib/netguard"
 	"github.com/notiflow/notiflow/lib/webhooksig"
 	"github.com/notiflow/notiflow/services/scheduler/internal/domain"
 )
@@ -19,6 +23,15 @@ type TargetStore interface {
 	// UpdateTarget applies change to the locked target and stores the
 	// result's status and next run.
 	UpdateTarget(ctx context.Context, id int64, change func(domain.Target) (domain.Target, error)) (domain.Target, error)
+}
+
+// TemplateCatalog answers whether a target may use a template
+// (implemented by Templates).
+type TemplateCatalog interface {
+	// CheckUse returns a *domain.ValidationError when template id is
+	// unknown, is bound to a channel other than channel, or declares
+	// params that the JSON object params lacks.
+	CheckUse(ctx context.Context, id, channel string, params []byte) error
 }
 
 // TargetInput is a target as a client describes it. Exactly one of DueAt
@@ -57,6 +70,17 @@ type Targets struct {
 	bulkMax int
 	clock   func() time.Time
 	secrets *WebhookSecrets
+	// hooks and resolver check webhook destinations (CheckTarget); nil
+	// hooks: not checked.
+	hooks    *netguard.Guard
+	resolver netguard.Resolver
+	// verdicts caches the guard's answer per webhook host for
+	// hostVerdictTTL, so that a bulk create resolves each host once.
+	verdictsMu sync.Mutex
+	verdicts   map[string]hostVerdict
+	// templates checks template ids and params (CheckTarget); nil: not
+	// checked.
+	templates TemplateCatalog
 }
 
 // NewTargets returns the targets service; bulk requests carry at most
@@ -72,6 +96,20 @@ func NewTargets(store TargetStore, limits domain.Limits, bulkMax int, clock func
 // when they are created (call it before serving). Without it they are
 // only stored in MySQL, for w.Run to copy.
 func (s *Targets) UseSecrets(w *WebhookSecrets) { s.secrets = w }
+
+// UseWebhookGuard makes CheckTarget refuse webhook URLs whose host is, or
+// resolves (with r; nil: net.DefaultResolver) only to, an address g
+// forbids (call it before serving).
+func (s *Targets) UseWebhookGuard(g *netguard.Guard, r netguard.Resolver) {
+	if r == nil {
+		r = net.DefaultResolver
+	}
+	s.hooks, s.resolver = g, r
+}
+
+// UseTemplates makes CheckTarget check template ids and params against c
+// (call it before serving).
+func (s *Targets) UseTemplates(c TemplateCatalog) { s.templates = c }
 
 // BulkMax is the most targets one bulk request may carry.
 func (s *Targets) BulkMax() int { return s.bulkMax }
@@ -111,12 +149,88 @@ func (s *Targets) Build(in TargetInput, now time.Time) (domain.Target, error) {
 	return t, nil
 }
 
+// hostVerdictTTL bounds how long CheckTarget reuses the guard's answer
+// for a webhook host (the dispatcher's dial-time check covers a host
+// whose addresses change meanwhile).
+const hostVerdictTTL = 10 * time.Second
+
+type hostVerdict struct {
+	err error
+	at  time.Time
+}
+
+// checkHost runs the webhook guard on host, through the verdicts cache.
+func (s *Targets) checkHost(ctx context.Context, host string) error {
+	now := time.Now()
+	s.verdictsMu.Lock()
+	v, ok := s.verdicts[host]
+	s.verdictsMu.Unlock()
+	if ok && now.Sub(v.at) < hostVerdictTTL {
+		return v.err
+	}
+	lctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+	defer cancel()
+	err := s.hooks.CheckResolved(lctx, s.resolver, host)
+	if ctx.Err() != nil {
+		return err
+	}
+	s.verdictsMu.Lock()
+	if s.verdicts == nil || len(s.verdicts) > 10000 {
+		s.verdicts = map[string]hostVerdict{}
+	}
+	s.verdicts[host] = hostVerdict{err: err, at: now}
+	s.verdictsMu.Unlock()
+	return err
+}
+
+// lookupTimeout bounds the DNS lookup of a webhook host in CheckTarget.
+const lookupTimeout = 2 * time.Second
+
+// CheckTarget is the target validation that needs the outside world, run
+// by every path that creates or changes a target through the API (Create,
+// CreateBulk; a path that changes a target's template, params, channel or
+// webhook_url calls it too) after Build's checks:
+//   - the template exists (a managed template, or a built-in or file one)
+//     and t.Params carries every parameter it declares (field params, the
+//     missing names listed); a template bound to a channel accepts only
+//     targets of that channel;
+//   - a webhook target's URL host is not, and does not resolve only to, an
+//     address the dispatcher's guard refuses (field webhook_url).
+//
+// Errors are *domain.ValidationError, or the template store's failure.
+// Benchmark runs (Runs) skip it: their template is the built-in "bench"
+// and their channel sim.
+func (s *Targets) CheckTarget(ctx context.Context, t domain.Target) error {
+	if s.templates != nil {
+		if err := s.templates.CheckUse(ctx, t.TemplateID, string(t.Channel), t.Params); err != nil {
+			return err
+		}
+	}
+	if s.hooks != nil && t.Channel == domain.ChannelWebhook {
+		u, err := url.Parse(t.WebhookURL)
+		if err != nil {
+			return &domain.ValidationError{Field: "webhook_url", Msg: "must be an absolute http or https URL"}
+		}
+		if err := s.checkHost(ctx, u.Hostname()); err != nil {
+			var fe *netguard.ForbiddenAddressError
+			if errors.As(err, &fe) {
+				return &domain.ValidationError{Field: "webhook_url", Msg: fmt.Sprintf("%s is a %s address, refused for webhooks (allow it with NOTIFLOW_WEBHOOK_ALLOW)", fe.Addr, fe.Reason)}
+			}
+			return &domain.ValidationError{Field: "webhook_url", Msg: err.Error()}
+		}
+	}
+	return nil
+}
+
 // Create validates and stores one target; a webhook target is returned
 // with its new WebhookSecret (see CreateMany).
 func (s *Targets) Create(ctx context.Context, in TargetInput) (domain.Target, error) {
 	now := s.clock().UTC().Truncate(time.Microsecond)
 	t, err := s.Build(in, now)
 	if err != nil {
+		return domain.Target{}, err
+	}
+	if err := s.CheckTarget(ctx, t); err != nil {
 		return domain.Target{}, err
 	}
 	ts := []domain.Target{t}
@@ -140,6 +254,9 @@ func (s *Targets) CreateBulk(ctx context.Context, ins []TargetInput) ([]domain.T
 	targets := make([]domain.Target, len(ins))
 	for i, in := range ins {
 		t, err := s.Build(in, now)
+		if err == nil {
+			err = s.CheckTarget(ctx, t)
+		}
 		if err != nil {
 			var ve *domain.ValidationError
 			if errors.As(err, &ve) {

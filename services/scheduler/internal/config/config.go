@@ -15,6 +15,7 @@ import (
 
 	libconfig "github.com/notiflow/notiflow/lib/config"
 	"github.com/notiflow/notiflow/lib/kafkax"
+	"github.com/notiflow/notiflow/lib/netguard"
 	"github.com/notiflow/notiflow/lib/obs"
 	"github.com/notiflow/notiflow/services/scheduler/internal/adapters"
 )
@@ -77,6 +78,19 @@ type Config struct {
 	// redrives at most DLQRedriveMax records; a redriven dead letter is
 	// marked in Redis (under RedisPrefix) for DLQRedriveMarkTTL, so a
 	// second redrive of the same window skips it.
+	// WebhookAllow is the dispatcher's NOTIFLOW_WEBHOOK_ALLOW, read here
+	// too: a target's webhook_url is refused at creation when its host is
+	// (or resolves only to) an address the dispatcher would refuse to dial
+	// (lib/netguard).
+	WebhookAllow []string `env:"NOTIFLOW_WEBHOOK_ALLOW"`
+
+	// TemplatesFile is the dispatchers' NOTIFLOW_TEMPLATES_FILE, read here
+	// too so that targets may name its templates (and managed templates
+	// may not take their names). TemplateSync is how often every managed
+	// template is copied to Redis (under RedisPrefix) again.
+	TemplatesFile string        `env:"NOTIFLOW_TEMPLATES_FILE"`
+	TemplateSync  time.Duration `env:"NOTIFLOW_TEMPLATE_SYNC" default:"10s"`
+
 	DLQMaxRedrives    int           `env:"NOTIFLOW_DLQ_MAX_REDRIVES" default:"3"`
 	DLQRedriveMax     int           `env:"NOTIFLOW_DLQ_REDRIVE_MAX" default:"10000"`
 	DLQRedriveMarkTTL time.Duration `env:"NOTIFLOW_DLQ_REDRIVE_MARK_TTL" default:"168h"`
@@ -180,6 +194,14 @@ func (c Config) Validate() error {
 	}
 	if c.BenchMaxNotifications < 1 || c.BenchMaxNotifications > 10000000 {
 		add("NOTIFLOW_BENCH_MAX_NOTIFICATIONS", "must be between 1 and 10000000, got %d", c.BenchMaxNotifications)
+	}
+	if c.TemplateSync < 100*time.Millisecond || c.TemplateSync > 10*time.Minute {
+		add("NOTIFLOW_TEMPLATE_SYNC", "must be between 100ms and 10m, got %s", c.TemplateSync)
+	}
+	for _, a := range c.WebhookAllow {
+		if !netguard.ValidAllowEntry(a) {
+			add("NOTIFLOW_WEBHOOK_ALLOW", "%q is neither a CIDR (10.1.0.0/16), an IP address nor a host name", a)
+		}
 	}
 	if err := checkBaseURL(c.SinkAPIURL); err != nil {
 		add("NOTIFLOW_SINK_API_URL", "%v", err)

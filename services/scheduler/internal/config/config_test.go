@@ -63,6 +63,12 @@ func TestValidate(t *testing.T) {
 			name: "the largest params that fit",
 			give: map[string]string{"NOTIFLOW_API_TOKEN": "x", "NOTIFLOW_MAX_PARAMS_BYTES": "990000", "NOTIFLOW_KAFKA_MAX_MESSAGE_BYTES": "1000000"},
 		},
+		{name: "webhook allow list", give: map[string]string{"NOTIFLOW_API_TOKEN": "x", "NOTIFLOW_WEBHOOK_ALLOW": "127.0.0.1/32,::1,hooks.internal"}},
+		{
+			name: "webhook allow list entry",
+			give: map[string]string{"NOTIFLOW_API_TOKEN": "x", "NOTIFLOW_WEBHOOK_ALLOW": "10.0.0.0/33"},
+			want: []string{"NOTIFLOW_WEBHOOK_ALLOW: \"10.0.0.0/33\" is neither a CIDR"},
+		},
 		{name: "sink API URL", give: map[string]string{"NOTIFLOW_API_TOKEN": "x", "NOTIFLOW_SINK_API_URL": "http://sink:8082"}},
 		{
 			name: "sink API URL without scheme",
@@ -115,7 +121,7 @@ func TestDefaults(t *testing.T) {
 		BulkMax: 10000, MaxParamsBytes: 16384, MaxBulkBodyBytes: 32 << 20, ShutdownTimeout: 20 * time.Second,
 		RedisPrefix: "notiflow:", DispatcherGroup: "notiflow-dispatcher", SinkGroup: "notiflow-sink",
 		BenchLead: 5 * time.Second, BenchStall: 60 * time.Second, BenchSample: 250 * time.Millisecond, BenchMaxNotifications: 1000000,
-		WebhookSecretGrace: 24 * time.Hour, WebhookSecretSync: 10 * time.Second,
+		WebhookSecretGrace: 24 * time.Hour, WebhookSecretSync: 10 * time.Second, TemplateSync: 10 * time.Second,
 		DLQMaxRedrives: 3, DLQRedriveMax: 10000, DLQRedriveMarkTTL: 168 * time.Hour,
 		HTTP: c.HTTP, Kafka: c.Kafka, // lib/obs and lib/kafkax test their own
 	}

@@ -47,6 +47,8 @@ type Options struct {
 	Parked ParkedLister
 	// Secrets, when set, serves POST /v1/targets/{id}/webhook-secret:rotate.
 	Secrets *app.WebhookSecrets
+	// Templates, when set, serves /v1/templates.
+	Templates *app.Templates
 }
 
 // ParkedLister reads the outbox rows the relay parked (see app.Relay).
@@ -61,17 +63,26 @@ type API struct {
 	targets *app.Targets
 	opts    Options
 	guard   *httpapi.Guard
+	tguard  *httpapi.Guard // the templates routes' (their own errors)
 }
 
 // NewAPI returns the API over the targets service.
 func NewAPI(targets *app.Targets, opts Options, log *slog.Logger) *API {
-	return &API{targets: targets, opts: opts, guard: httpapi.NewGuard(opts.Token, apiError, log, "api request failed")}
+	return &API{targets: targets, opts: opts, guard: httpapi.NewGuard(opts.Token, apiError, log, "api request failed"),
+		tguard: httpapi.NewGuard(opts.Token, templateError, log, "templates request failed")}
 }
 
-// Register adds the API's routes to mux (a Go 1.22 pattern mux, e.g. the
-// one obs.Mux returns). Every /v1 route, and GET /admin/outbox/parked,
-// requires the bearer token; the OpenAPI document is public.
-func (a *API) Register(mux *http.ServeMux) {
+// Mux is where Register adds routes: a Go 1.22 pattern mux
+// (*http.ServeMux), or one that records what is registered.
+type Mux interface {
+	Handle(pattern string, handler http.Handler)
+	HandleFunc(pattern string, handler func(http.ResponseWriter, *http.Request))
+}
+
+// Register adds the API's routes to mux (e.g. the one obs.Mux returns).
+// Every /v1 route, and GET /admin/outbox/parked, requires the bearer
+// token; the OpenAPI document is public.
+func (a *API) Register(mux Mux) {
 	mux.HandleFunc("GET /openapi.yaml", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/yaml")
 		_, _ = w.Write(openAPI)
@@ -88,6 +99,9 @@ func (a *API) Register(mux *http.ServeMux) {
 	}
 	if a.opts.Secrets != nil {
 		mux.Handle("POST /v1/targets/{id}/webhook-secret:rotate", a.guard.Handle(a.rotateSecret))
+	}
+	if a.opts.Templates != nil {
+		a.registerTemplates(mux)
 	}
 }
 

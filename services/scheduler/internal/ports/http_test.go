@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/notiflow/notiflow/lib/netguard"
 	"github.com/notiflow/notiflow/lib/obs"
 	"github.com/notiflow/notiflow/lib/testkit"
 	"github.com/notiflow/notiflow/services/scheduler/internal/adapters"
@@ -41,6 +42,8 @@ type server struct {
 	rdb     *redis.Client
 	prefix  string
 	secrets *app.WebhookSecrets
+	// templates is set when the server serves managed templates.
+	templates *app.Templates
 }
 
 func newServer(t *testing.T) *server {
@@ -52,6 +55,21 @@ func newServer(t *testing.T) *server {
 // opts.Parked, when nil, is that store; opts.Secrets, when nil, writes to
 // a Redis prefix of the test's own.
 func serve(t *testing.T, limits domain.Limits, opts ports.Options) *server {
+	t.Helper()
+	return serveAllow(t, limits, opts, nil)
+}
+
+// serveAllow is serve with the webhook guard's allow list (the
+// NOTIFLOW_WEBHOOK_ALLOW entries) set to allow.
+func serveAllow(t *testing.T, limits domain.Limits, opts ports.Options, allow []string) *server {
+	t.Helper()
+	return serveFull(t, limits, opts, allow, false)
+}
+
+// serveFull is serveAllow with, when templates is set, the managed
+// templates served (/v1/templates) and checked at target creation, their
+// Redis copy under the server's prefix.
+func serveFull(t *testing.T, limits domain.Limits, opts ports.Options, allow []string, templates bool) *server {
 	t.Helper()
 	ctx := context.Background()
 	store, err := adapters.OpenMySQL(ctx, testkit.MySQLDSN(t), 4)
@@ -72,11 +90,28 @@ func serve(t *testing.T, limits domain.Limits, opts ports.Options) *server {
 		opts.Secrets = app.NewWebhookSecrets(store, adapters.NewSecretCache(rdb, prefix), app.WebhookSecretsOptions{Grace: 24 * time.Hour, Clock: clk.Now}, nil)
 	}
 	targets.UseSecrets(opts.Secrets)
+	hooks, err := netguard.NewGuard(allow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets.UseWebhookGuard(hooks, nil)
+	if templates {
+		static, err := app.StaticTemplates(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tm, err := app.NewTemplates(store, adapters.NewTemplateCopy(rdb, prefix), app.TemplatesOptions{Static: static, SyncEvery: time.Second, Clock: clk.Now}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.Templates = tm
+		targets.UseTemplates(tm)
+	}
 	mux := obs.Mux(obs.NewHealth(nil), obs.NewRegistry())
 	ports.NewAPI(targets, opts, slog.New(slog.NewTextHandler(io.Discard, nil))).Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return &server{url: srv.URL, store: store, clock: clk, rdb: rdb, prefix: prefix, secrets: opts.Secrets}
+	return &server{url: srv.URL, store: store, clock: clk, rdb: rdb, prefix: prefix, secrets: opts.Secrets, templates: opts.Templates}
 }
 
 type response struct {

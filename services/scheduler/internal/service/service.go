@@ -6,9 +6,12 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,6 +19,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/notiflow/notiflow/lib/kafkax"
+	"github.com/notiflow/notiflow/lib/netguard"
 	"github.com/notiflow/notiflow/lib/obs"
 	"github.com/notiflow/notiflow/lib/svc"
 	"github.com/notiflow/notiflow/services/scheduler/internal/adapters"
@@ -44,7 +48,11 @@ type Service struct {
 	bench  *benchapp.Service
 	// secrets keeps the Redis copy of the webhook signing secrets in step.
 	secrets *app.WebhookSecrets
-	mux     *http.ServeMux
+	// templates checks and stores managed templates and keeps their Redis
+	// copy (its Run is a helper).
+	templates *app.Templates
+	routes    []string // the patterns registered on mux
+	mux       *http.ServeMux
 }
 
 // GCPercent is the garbage-collection target main applies unless GOGC is
@@ -107,22 +115,42 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 		Grace: cfg.WebhookSecretGrace, SyncEvery: cfg.WebhookSecretSync,
 	}, log)
 	targets.UseSecrets(s.secrets)
+	hooks, err := netguard.NewGuard(cfg.WebhookAllow)
+	if err != nil {
+		s.close()
+		return nil, fmt.Errorf("NOTIFLOW_WEBHOOK_ALLOW: %w", err)
+	}
+	targets.UseWebhookGuard(hooks, nil)
+	static, err := loadStaticTemplates(cfg.TemplatesFile)
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	s.templates, err = app.NewTemplates(s.store, adapters.NewTemplateCopy(s.rdb, cfg.RedisPrefix),
+		app.TemplatesOptions{Static: static, SyncEvery: cfg.TemplateSync}, log)
+	if err != nil {
+		s.close()
+		return nil, fmt.Errorf("NOTIFLOW_TEMPLATES_FILE %s: %w", cfg.TemplatesFile, err)
+	}
+	targets.UseTemplates(s.templates)
+	routes := &routeRecorder{ServeMux: s.mux, patterns: slices.Clone(obs.MuxPatterns)}
 	ports.NewAPI(targets, ports.Options{
 		Token: cfg.APIToken, MaxParamsBytes: cfg.MaxParamsBytes, MaxBulkBodyBytes: cfg.MaxBulkBodyBytes, Parked: s.store,
-		Secrets: s.secrets,
-	}, log).Register(s.mux)
+		Secrets: s.secrets, Templates: s.templates,
+	}, log).Register(routes)
 	if cfg.APIToken == "" {
 		log.Warn("API authentication is disabled (NOTIFLOW_INSECURE_NO_AUTH): development only")
 	}
 	s.bench = s.newBench(targets)
 	benchports.NewHandler(s.bench, cfg.APIToken, log).
-		WithSinkAPI(benchports.SinkAPI{BaseURL: cfg.SinkAPIURL, Token: cfg.APIToken}).Register(s.mux)
+		WithSinkAPI(benchports.SinkAPI{BaseURL: cfg.SinkAPIURL, Token: cfg.APIToken}).Register(routes)
 
 	dlqports.NewHandler(dlq.NewService(cfg.Kafka.TopicDLQ,
 		dlqadapters.NewTopicLog(cfg.Kafka.Brokers, cfg.Kafka.TopicDLQ),
 		dlqadapters.NewMarks(s.rdb, cfg.RedisPrefix, cfg.Kafka.TopicDLQ, cfg.DLQRedriveMarkTTL),
 		s.writer, dlq.Options{MaxRedrives: cfg.DLQMaxRedrives, RedriveMax: cfg.DLQRedriveMax}, log),
-		cfg.APIToken, log).Register(s.mux)
+		cfg.APIToken, log).Register(routes)
+	s.routes = routes.patterns
 
 	leader := app.NewLeader(app.RedisMutexes(s.rdb, cfg.LockKey, cfg.LockTTL), cfg.LockTTL, log, metrics)
 	relay := app.NewRelay(s.store, adapters.NewDuePublisher(s.writer, cfg.Kafka.TopicDue), cfg.RelayBatch, time.Now, metrics, log)
@@ -134,6 +162,24 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 		ShutdownTimeout: cfg.ShutdownTimeout,
 	}, log, metrics)
 	return s, nil
+}
+
+// loadStaticTemplates returns the built-in templates and, when file is
+// set, those of the templates file (NOTIFLOW_TEMPLATES_FILE, the one the
+// dispatchers are given), which win on the same id.
+func loadStaticTemplates(file string) (map[string]string, error) {
+	var data []byte
+	if file != "" {
+		var err error
+		if data, err = os.ReadFile(file); err != nil {
+			return nil, fmt.Errorf("NOTIFLOW_TEMPLATES_FILE: %w", err)
+		}
+	}
+	m, err := app.StaticTemplates(data)
+	if err != nil {
+		return nil, fmt.Errorf("NOTIFLOW_TEMPLATES_FILE %s: %w", file, err)
+	}
+	return m, nil
 }
 
 // newBench builds the benchmark service behind the admin endpoints: it
@@ -154,6 +200,27 @@ func (s *Service) newBench(targets *app.Targets) *benchapp.Service {
 			Lead: cfg.BenchLead, Stall: cfg.BenchStall, Sample: cfg.BenchSample, MaxNotifications: cfg.BenchMaxNotifications,
 		}, s.log)
 }
+
+// routeRecorder is the service's mux, recording the patterns registered
+// on it (Routes).
+type routeRecorder struct {
+	*http.ServeMux
+	patterns []string
+}
+
+func (r *routeRecorder) Handle(pattern string, h http.Handler) {
+	r.patterns = append(r.patterns, pattern)
+	r.ServeMux.Handle(pattern, h)
+}
+
+func (r *routeRecorder) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
+	r.patterns = append(r.patterns, pattern)
+	r.ServeMux.HandleFunc(pattern, h)
+}
+
+// Routes returns the patterns ("METHOD /path") Handler serves, in the
+// order they were registered; the OpenAPI document describes each.
+func (s *Service) Routes() []string { return slices.Clone(s.routes) }
 
 // Ready reports whether the scheduler can work (MySQL, Redis and Kafka
 // answer, not draining).
@@ -187,7 +254,7 @@ func (s *Service) Run(ctx context.Context, ln net.Listener) error {
 	return svc.Runner{
 		Name: "scheduler", Log: s.log, Health: s.health,
 		Work:     []func(context.Context) error{scan, s.bench.Run},
-		Helpers:  []func(context.Context) error{s.secrets.Run},
+		Helpers:  []func(context.Context) error{s.secrets.Run, s.templates.Run},
 		Close:    s.close,
 		Listener: ln, Addr: s.cfg.HTTPAddr, Handler: s.mux, HTTP: s.cfg.HTTP,
 		ShutdownTimeout: s.cfg.ShutdownTimeout,

@@ -83,7 +83,7 @@ func TestRunServesTheAPIAndStopsCleanly(t *testing.T) {
 		return nil
 	})
 
-	body := fmt.Sprintf(`{"recipient_id":"svc-1","channel":"sim","template_id":"t","due_at":%q}`, time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano))
+	body := fmt.Sprintf(`{"recipient_id":"svc-1","channel":"sim","template_id":"bench","due_at":%q}`, time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano))
 	for _, tt := range []struct {
 		name, auth string
 		want       int

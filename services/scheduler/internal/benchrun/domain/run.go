@@ -40,8 +40,8 @@ const (
 	ChannelInbox = "inbox"
 )
 
-// Template is the dispatcher's built-in template for benchmark
-// notifications (services/dispatcher/internal/domain/builtin_templates.json).
+// Template is the built-in template for benchmark
+// notifications (lib/templates/builtin.json).
 const Template = "bench"
 
 // SimLatencyParam is the per-notification latency override the

@@ -32,8 +32,15 @@ func NewHandler(svc *app.Service, token string, log *slog.Logger) *Handler {
 	return &Handler{svc: svc, guard: httpapi.NewGuard(token, adminError, log, "admin request failed")}
 }
 
-// Register adds the admin routes to mux (a Go 1.22 pattern mux).
-func (h *Handler) Register(mux *http.ServeMux) {
+// Mux is where Register adds routes: a Go 1.22 pattern mux
+// (*http.ServeMux), or one that records what is registered.
+type Mux interface {
+	Handle(pattern string, handler http.Handler)
+	HandleFunc(pattern string, handler func(http.ResponseWriter, *http.Request))
+}
+
+// Register adds the admin routes to mux.
+func (h *Handler) Register(mux Mux) {
 	mux.HandleFunc("GET /admin", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/admin/", http.StatusMovedPermanently)
 	})

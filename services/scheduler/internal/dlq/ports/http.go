@@ -34,8 +34,15 @@ func NewHandler(svc *dlq.Service, token string, log *slog.Logger) *Handler {
 	return &Handler{svc: svc, guard: httpapi.NewGuard(token, mapError, log, "dead-letter admin request failed")}
 }
 
-// Register adds the routes to mux (a Go 1.22 pattern mux).
-func (h *Handler) Register(mux *http.ServeMux) {
+// Mux is where Register adds routes: a Go 1.22 pattern mux
+// (*http.ServeMux), or one that records what is registered.
+type Mux interface {
+	Handle(pattern string, handler http.Handler)
+	HandleFunc(pattern string, handler func(http.ResponseWriter, *http.Request))
+}
+
+// Register adds the routes to mux.
+func (h *Handler) Register(mux Mux) {
 	mux.Handle("GET /admin/dlq", h.protect(h.list))
 	mux.Handle("POST /admin/dlq/redrive", h.protect(h.redrive))
 }

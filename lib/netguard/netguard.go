@@ -1,4 +1,11 @@
-package adapters
+// Package netguard classifies network destinations for webhooks (SSRF
+// guard): loopback, private, link-local (cloud metadata at
+// 169.254.169.254), unspecified, multicast and reserved addresses are
+// refused unless allow-listed (NOTIFLOW_WEBHOOK_ALLOW). The dispatcher dials
+// through a Guard; the scheduler checks a target's webhook_url with the
+// same Guard when the target is created. One implementation, so both
+// agree on what is refused.
+package netguard
 
 import (
 	"context"
@@ -153,4 +160,61 @@ func (g *Guard) control(_, address string, _ syscall.RawConn) error {
 		return &ForbiddenAddressError{Addr: address, Reason: "unparseable"}
 	}
 	return g.CheckIP(ap.Addr())
+}
+
+// ValidAllowEntry reports whether s is a valid allow entry: a CIDR, an IP
+// address or a host name.
+func ValidAllowEntry(s string) bool {
+	if strings.Contains(s, "/") {
+		_, err := netip.ParsePrefix(s)
+		return err == nil
+	}
+	if _, err := netip.ParseAddr(s); err == nil {
+		return true
+	}
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for _, r := range s {
+		if !(r == '.' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// Resolver looks host names up (net.DefaultResolver does).
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// CheckResolved is the check made before a destination is stored (the
+// scheduler's, at target creation): an allow-listed host name passes; an
+// IP literal is checked as CheckIP does; a host name is resolved with r
+// and refused when every address it resolves to is forbidden (the first
+// one's error is returned). A name that does not resolve (now) passes:
+// the dial-time check still guards every send. ctx bounds the lookup.
+func (g *Guard) CheckResolved(ctx context.Context, r Resolver, host string) error {
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	if g.hosts[h] {
+		return nil
+	}
+	if ip, err := netip.ParseAddr(strings.Trim(h, "[]")); err == nil {
+		return g.CheckIP(ip)
+	}
+	addrs, err := r.LookupNetIP(ctx, "ip", h)
+	if err != nil || len(addrs) == 0 {
+		return nil
+	}
+	var first error
+	for _, a := range addrs {
+		err := g.CheckIP(a)
+		if err == nil {
+			return nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
 }
