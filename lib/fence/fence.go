@@ -58,27 +58,34 @@ const (
 	Unsynced = "unsynced"
 )
 
-// CheckLua defines the Lua function fence_enter(fkey, skey, ikey,
-// version, member, ttl): it answers Unsynced when skey (the marker) is
-// missing, Fenced when the number at fkey is above version, else it adds
-// member to the in-flight set ikey, live for ttl ms, and answers Open.
-// Scripts that check a fence atomically with other work embed it.
+// CheckLua defines two Lua functions for scripts that check a fence
+// atomically with other work. fence_check(fkey, skey, version) answers
+// 'unsynced' when skey (the marker) is missing, 'fenced' when the number at
+// fkey is above version, else nil. fence_enter(ikey, member, ttl) adds
+// member to the in-flight set ikey, live for ttl ms (Redis clock). A
+// script calls fence_enter only after fence_check answered nil, in the
+// same run.
 const CheckLua = `
-local function fence_enter(fkey, skey, ikey, version, member, ttl)
+local function fence_check(fkey, skey, version)
   if redis.call('EXISTS', skey) == 0 then return 'unsynced' end
   local f = tonumber(redis.call('GET', fkey) or '0')
   if f > tonumber(version) then return 'fenced' end
+  return nil
+end
+local function fence_enter(ikey, member, ttl)
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   ttl = tonumber(ttl)
   redis.call('ZADD', ikey, now + ttl, member)
   if redis.call('PTTL', ikey) < ttl then redis.call('PEXPIRE', ikey, ttl) end
-  return 'open'
 end
 `
 
 var enterScript = redis.NewScript(CheckLua + `
-return fence_enter(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3])
+local c = fence_check(KEYS[1], KEYS[2], ARGV[1])
+if c then return c end
+fence_enter(KEYS[3], ARGV[2], ARGV[3])
+return 'open'
 `)
 
 // Enter checks the fence of target for a record of version and, when it
@@ -168,4 +175,14 @@ func Synced(ctx context.Context, rdb redis.Cmdable, prefix string) (bool, error)
 		return false, fmt.Errorf("look up the fence marker: %w", err)
 	}
 	return n == 1, nil
+}
+
+// MarkSynced sets the marker of a complete copy without copying anything:
+// for tests and tools that run dispatchers with no scheduler (no target
+// was ever changed, so no fence exists). The scheduler never uses it.
+func MarkSynced(ctx context.Context, rdb redis.Cmdable, prefix string) error {
+	if err := rdb.Set(ctx, SyncedKey(prefix), "1", 0).Err(); err != nil {
+		return fmt.Errorf("set the fence marker: %w", err)
+	}
+	return nil
 }

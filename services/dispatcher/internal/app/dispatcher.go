@@ -22,16 +22,31 @@ import (
 // Deduper claims notifications for sending and remembers outcomes
 // (implemented by adapters.Store over Redis).
 type Deduper interface {
-	// Claim tries to take notification id for sending under token and
-	// checks the recipient's rate limit in the same atomic step; over the
+	// ClaimFenced tries to take notification id for sending under token
+	// and checks the target's fence (f) and the recipient's rate limit in
+	// the same atomic step: a fenced record answers Fenced, an incomplete
+	// copy of the fences Unsynced (nothing written for either); over the
 	// limit it answers RateLimited (remembered as such) or Deferred
-	// (nothing written), as its rate-limit policy says.
-	Claim(ctx context.Context, id, recipient, token string, now time.Time) (domain.Claim, error)
+	// (nothing written), as its rate-limit policy says. A Claimed
+	// notification is registered as a send in progress of its target.
+	ClaimFenced(ctx context.Context, id, recipient, token string, f domain.FenceRef, now time.Time) (domain.Claim, error)
 	// StartMarkDone starts remembering a finished dispatch; the returned
 	// function waits until it is stored.
 	StartMarkDone(ctx context.Context, id string, o domain.Outcome) (wait func(context.Context) error)
 	// Release drops token's claim so the next delivery is judged afresh.
 	Release(ctx context.Context, id, token string) error
+}
+
+// SendFence re-checks a target's fence during a send and ends the send's
+// registration (implemented by adapters.Store over Redis, format
+// lib/fence).
+type SendFence interface {
+	// Recheck checks f's fence for the send under token and renews its
+	// registration: nil, an error wrapping domain.ErrFenced, or another
+	// error when the fence cannot be judged.
+	Recheck(ctx context.Context, f domain.FenceRef, token string) error
+	// ExitSend ends token's registration as a send in progress of target.
+	ExitSend(ctx context.Context, targetID uint64, token string) error
 }
 
 // ClaimExtender renews claims (notification id -> token) while long sends
@@ -100,6 +115,7 @@ func (o *Options) setDefaults() {
 // is safe for concurrent use by the consumer's workers.
 type Dispatcher struct {
 	dedup   Deduper
+	fence   SendFence
 	extend  ClaimExtender
 	render  Renderer
 	senders map[notiflowv1.Channel]Sender
@@ -125,7 +141,9 @@ type heldClaim struct {
 }
 
 // New returns a Dispatcher. senders maps each supported channel to its
-// provider; records of other channels fail with a dead letter.
+// provider; records of other channels fail with a dead letter. dedup must
+// also be a SendFence when it implements one (adapters.Store does); the
+// fence is then re-checked before each webhook retry.
 func New(dedup Deduper, extend ClaimExtender, render Renderer, senders map[notiflowv1.Channel]Sender,
 	pub Publisher, dlq DeadLetterer, m *Metrics, log *slog.Logger, opt Options) *Dispatcher {
 	opt.setDefaults()
@@ -137,8 +155,9 @@ func New(dedup Deduper, extend ClaimExtender, render Renderer, senders map[notif
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	fence, _ := dedup.(SendFence)
 	return &Dispatcher{
-		dedup: dedup, extend: extend, render: render, senders: senders, pub: pub, dlq: dlq, m: m, log: log, opt: opt,
+		dedup: dedup, fence: fence, extend: extend, render: render, senders: senders, pub: pub, dlq: dlq, m: m, log: log, opt: opt,
 		tokenPrefix: hex.EncodeToString(b[:]) + "-",
 		held:        map[string]heldClaim{},
 	}
@@ -275,9 +294,16 @@ func (d *Dispatcher) dispatch(ctx context.Context, due *notiflowv1.NotificationD
 	claim, deferred, err := d.claim(ctx, due, token)
 	t1 := d.opt.Now()
 	d.m.stage[stageClaim].Observe((t1.Sub(t0) - deferred).Seconds())
+	ref := domain.FenceRef{TargetID: due.TargetId, Version: due.TargetVersion}
 	if claim.State == domain.Claimed {
 		d.hold(due.NotificationId, token)
 		defer d.unhold(token)
+		if d.fence != nil {
+			// The provider call has returned (or never started) when
+			// dispatch returns: the send is no longer in progress.
+			defer d.exitSend(ctx, ref, token)
+			ctx = domain.WithSendGate(ctx, func(ctx context.Context) error { return d.fence.Recheck(ctx, ref, token) })
+		}
 	}
 	if err != nil {
 		if ctx.Err() != nil || errors.Is(err, consume.ErrDraining) {
@@ -297,6 +323,9 @@ func (d *Dispatcher) dispatch(ctx context.Context, due *notiflowv1.NotificationD
 	case domain.RateLimited:
 		d.m.RateLimited.Inc()
 		return domain.Outcome{Status: notiflowv1.Status_STATUS_RATE_LIMITED, Err: "recipient over its rate limit", Body: body}, nil, nil
+	case domain.Fenced:
+		d.m.Fenced.Inc()
+		return cancelled(0, body), nil, nil
 	}
 
 	out, err := sender.Send(ctx, due, body)
@@ -312,6 +341,9 @@ func (d *Dispatcher) dispatch(ctx context.Context, due *notiflowv1.NotificationD
 	}
 	out.Body = body
 	id := due.NotificationId
+	if out.Status == notiflowv1.Status_STATUS_CANCELLED {
+		d.m.Fenced.Inc()
+	}
 	if out.Status == notiflowv1.Status_STATUS_DELIVERED {
 		// The done marker is written while the result is published;
 		// Handle waits for both before it returns.
@@ -330,6 +362,23 @@ func (d *Dispatcher) dispatch(ctx context.Context, due *notiflowv1.NotificationD
 	err = d.retry(ctx, "redis", "release claim", func(ctx context.Context) error { return d.dedup.Release(ctx, id, token) })
 	d.m.stage[stageRemember].Observe(d.opt.Now().Sub(t2).Seconds())
 	return out, nil, err
+}
+
+// exitSend ends the registration of token's send in progress of ref's
+// target, with a short deadline of its own: a registration that cannot be
+// removed expires with the in-flight TTL.
+func (d *Dispatcher) exitSend(ctx context.Context, ref domain.FenceRef, token string) {
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	if err := d.fence.ExitSend(ectx, ref.TargetID, token); err != nil {
+		d.depFailed("redis", "end send", err)
+	}
+}
+
+// cancelled is the outcome of a record its target's fence stopped, after
+// attempts provider calls.
+func cancelled(attempts uint32, body string) domain.Outcome {
+	return domain.Outcome{Status: notiflowv1.Status_STATUS_CANCELLED, Attempts: attempts, Err: domain.ErrFenced.Error(), Body: body}
 }
 
 func failure(reason string) domain.Outcome {
@@ -357,7 +406,8 @@ func (d *Dispatcher) claim(ctx context.Context, due *notiflowv1.NotificationDue,
 	}
 	for {
 		now := d.opt.Now()
-		c, err := d.dedup.Claim(ctx, due.NotificationId, due.RecipientId, token, now)
+		c, err := d.dedup.ClaimFenced(ctx, due.NotificationId, due.RecipientId, token,
+			domain.FenceRef{TargetID: due.TargetId, Version: due.TargetVersion}, now)
 		var wait time.Duration
 		var draining <-chan struct{} // ends the wait when the drain begins
 		switch {
@@ -369,6 +419,12 @@ func (d *Dispatcher) claim(ctx context.Context, due *notiflowv1.NotificationDue,
 			}
 			wait = max(c.RetryAt.Sub(now), time.Millisecond)
 			draining = consume.Draining(ctx)
+		case err == nil && c.State == domain.Unsynced:
+			// Fences fail closed: nothing is sent until the scheduler
+			// has copied every fence to Redis again.
+			depTry++
+			d.depFailed("redis", "claim", errors.New("the copy of the target fences in redis is incomplete (marker missing); waiting for the scheduler to restore it"))
+			wait = consume.Backoff(depTry, d.opt.DepBackoffMin, d.opt.DepBackoffMax)
 		case err == nil && c.State != domain.Busy:
 			return c, deferred(), nil
 		case err == nil:
