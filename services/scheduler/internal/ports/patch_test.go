@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/notiflow/notiflow/services/scheduler/internal/ports"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -230,6 +232,18 @@ func TestPatchFencesClaimedOccurrences(t *testing.T) {
 	for _, n := range s.unpublished(t, id) {
 		if n.TargetVersion >= 3 {
 			t.Errorf("occurrence %s claimed before the pause has version %d, not below 3", n.OccurrenceAt, n.TargetVersion)
+		}
+	}
+}
+
+// TestOpenAPIDocumentsPatch: the document describes PATCH and the 503 of
+// a change whose fence did not settle.
+func TestOpenAPIDocumentsPatch(t *testing.T) {
+	t.Parallel()
+	doc := string(ports.OpenAPI())
+	for _, want := range []string{"operationId: patchTarget", "TargetPatch:", "FenceNotSettled:", `"503": { $ref: "#/components/responses/FenceNotSettled" }`, "cancelled"} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("openapi.yaml lacks %q", want)
 		}
 	}
 }
