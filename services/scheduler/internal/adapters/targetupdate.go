@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -19,7 +20,9 @@ import (
 // transaction. An active one-shot whose entry is gone has fired: change
 // sees it done. An error from change (e.g. wrapping domain.ErrConflict)
 // rolls back and is returned; a missing or deleted target gives
-// domain.ErrNotFound.
+// domain.ErrNotFound; a next run at the time of an occurrence of the
+// target already in the outbox gives domain.ErrConflict (it would never
+// fire: one occurrence per target and time).
 //
 // When change returns the target unchanged (same status, next run,
 // UpdatedAt and definition) nothing is written and the stored target is returned.
@@ -66,6 +69,18 @@ func (s *MySQLStore) UpdateTarget(ctx context.Context, id int64, change func(dom
 			return nil
 		}
 		next.ID, next.RecipientID, next.Channel, next.RunID, next.CreatedAt = cur.ID, cur.RecipientID, cur.Channel, cur.RunID, cur.CreatedAt
+		if next.Status == domain.StatusActive && !next.NextRunAt.Equal(cur.NextRunAt) {
+			// One occurrence per target and time: a next run at the time
+			// of an occurrence already claimed would never fire.
+			var taken int
+			if err := tx.Raw(`SELECT COUNT(*) FROM outbox WHERE target_id = ? AND occurrence_at = ?`, id, next.NextRunAt).Scan(&taken).Error; err != nil {
+				return fmt.Errorf("look up the outbox: %w", err)
+			}
+			if taken > 0 {
+				return fmt.Errorf("%w: due_at: the target already has an occurrence at %s; give another time",
+					domain.ErrConflict, next.NextRunAt.UTC().Format(time.RFC3339Nano))
+			}
+		}
 		next.Version = r.Version + 1
 		// Every outbox row of this target claimed so far is committed
 		// (the locks above wait for a claim holding the target or its

@@ -213,6 +213,12 @@ func TestPatchFencesClaimedOccurrences(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.clock.Add(90 * time.Second) // 12:01:30, after the claim
+	// A one-shot at the time of the occurrence already claimed would never
+	// fire: refused.
+	if r, _ := s.patch(t, id, `{"due_at":"2026-03-07T12:01:00Z"}`); r.code != 409 ||
+		r.errMsg() != "due_at: the target already has an occurrence at 2026-03-07T12:01:00Z; give another time" {
+		t.Fatalf("patch to the claimed occurrence's time: %d %s", r.code, r.body)
+	}
 	r, p := s.patch(t, id, `{"cron":"*/5 * * * *"}`)
 	if r.code != 200 || p.Version != 2 || !p.NextRunAt.Equal(time.Date(2026, 3, 7, 12, 5, 0, 0, time.UTC)) {
 		t.Fatalf("patch: %d %s", r.code, r.body)
