@@ -216,12 +216,17 @@ func (d *Dispatcher) unhold(token string) {
 // acknowledged by Kafka (and, when it failed for good, its dead letter):
 //
 //  1. render the template (a failure: FAILED result plus dead letter);
-//  2. claim the notification in Redis, checking the recipient's rate limit
-//     in the same script: already done gives a DUPLICATE result, another
-//     worker's claim is waited out; over the limit, policy drop gives a
+//  2. claim the notification in Redis, checking the target's fence and the
+//     recipient's rate limit in the same script: already done gives a
+//     DUPLICATE result, a record below its target's fence a CANCELLED
+//     result (nothing sent), an incomplete copy of the fences is waited
+//     out like a Redis failure, another worker's claim is waited out; over the limit, policy drop gives a
 //     RATE_LIMITED result and policy defer waits for the recipient's next
 //     window and claims again (holding no claim while it waits);
-//  3. send it through its channel (Run renews the claim of a long send);
+//  3. send it through its channel (Run renews the claim of a long send),
+//     registered as a send in progress of its target until the provider
+//     returns; a webhook checks the fence again before each retry
+//     (CANCELLED when it rose);
 //  4. release the claim of a failure so that a replay from the dead-letter
 //     topic is sent again, and dead-letter the record;
 //  5. publish the result, while (for DELIVERED) the done marker is written;
