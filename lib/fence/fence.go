@@ -186,3 +186,35 @@ func MarkSynced(ctx context.Context, rdb redis.Cmdable, prefix string) error {
 	}
 	return nil
 }
+
+var renewScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl = tonumber(ARGV[1])
+for i, k in ipairs(KEYS) do
+  if redis.call('ZADD', k, 'XX', now + ttl, ARGV[i + 1]) then
+    if redis.call('PTTL', k) < ttl then redis.call('PEXPIRE', k, ttl) end
+  end
+end
+return 1
+`)
+
+// Renew extends the registrations of sends in progress (member -> target
+// id) to ttl from now, in one step; a registration already ended (Exit)
+// or expired is not brought back.
+func Renew(ctx context.Context, rdb redis.Scripter, prefix string, sends map[string]uint64, ttlMS int64) error {
+	if len(sends) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(sends))
+	args := make([]any, 0, len(sends)+1)
+	args = append(args, max(ttlMS, 1))
+	for member, target := range sends {
+		keys = append(keys, InflightKey(prefix, target))
+		args = append(args, member)
+	}
+	if err := renewScript.Run(ctx, rdb, keys, args...).Err(); err != nil {
+		return fmt.Errorf("renew %d sends in progress: %w", len(sends), err)
+	}
+	return nil
+}

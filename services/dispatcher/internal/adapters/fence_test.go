@@ -130,3 +130,42 @@ func TestInflightExpires(t *testing.T) {
 		return nil
 	})
 }
+
+// TestRenewSends: a renewed registration outlives its first TTL; one
+// ended by ExitSend is not brought back by a renewal.
+func TestRenewSends(t *testing.T) {
+	t.Parallel()
+	s, rdb, _ := testStore(t, StoreOptions{InflightTTL: 300 * time.Millisecond})
+	ctx := context.Background()
+	p := s.opt.Prefix
+	if err := fence.MarkSynced(ctx, rdb, p); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"a", "b"} {
+		if c, err := s.ClaimFenced(ctx, id, "rcp", "t-"+id, domain.FenceRef{TargetID: 11, Version: 1}, time.Now()); err != nil || c.State != domain.Claimed {
+			t.Fatalf("claim %s: %+v %v", id, c, err)
+		}
+	}
+	if err := s.ExitSend(ctx, 11, "t-b"); err != nil {
+		t.Fatal(err)
+	}
+	// Renew t-a (and the ended t-b) every 100 ms for a second: more than
+	// three TTLs.
+	end := time.Now().Add(time.Second)
+	for time.Now().Before(end) {
+		if err := s.RenewSends(ctx, map[string]uint64{"t-a": 11, "t-b": 11}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond) // the keeper's period
+	}
+	n, err := fence.Inflight(ctx, rdb, p, 11)
+	if err != nil || n != 1 {
+		t.Fatalf("after renewals: %d in flight (%v), want 1 (t-a renewed, t-b ended)", n, err)
+	}
+	testkit.Eventually(t, 5*time.Second, func() error {
+		if n, err := fence.Inflight(ctx, rdb, p, 11); err != nil || n != 0 {
+			return fmt.Errorf("%d in flight (%v)", n, err)
+		}
+		return nil
+	})
+}

@@ -231,6 +231,16 @@ func (s *Store) Recheck(ctx context.Context, f domain.FenceRef, token string) er
 	return nil
 }
 
+// RenewSends extends the registrations of sends in progress (token ->
+// target id) for another in-flight TTL.
+func (s *Store) RenewSends(ctx context.Context, sends map[string]uint64) error {
+	members := make(map[string]uint64, len(sends))
+	for token, target := range sends {
+		members[domain.InflightMarker(token)] = target
+	}
+	return fence.Renew(ctx, s.rdb, s.opt.Prefix, members, s.opt.InflightTTL.Milliseconds())
+}
+
 // ExitSend ends token's registration as a send in progress of target
 // (after the provider call returned).
 func (s *Store) ExitSend(ctx context.Context, targetID uint64, token string) error {

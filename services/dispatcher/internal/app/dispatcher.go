@@ -47,6 +47,9 @@ type SendFence interface {
 	Recheck(ctx context.Context, f domain.FenceRef, token string) error
 	// ExitSend ends token's registration as a send in progress of target.
 	ExitSend(ctx context.Context, targetID uint64, token string) error
+	// RenewSends extends the registrations of sends in progress (token ->
+	// target id) for another in-flight TTL.
+	RenewSends(ctx context.Context, sends map[string]uint64) error
 }
 
 // ClaimExtender renews claims (notification id -> token) while long sends
@@ -136,8 +139,9 @@ type Dispatcher struct {
 }
 
 type heldClaim struct {
-	id    string
-	since time.Time
+	id     string
+	target uint64
+	since  time.Time
 }
 
 // New returns a Dispatcher. senders maps each supported channel to its
@@ -164,8 +168,9 @@ func New(dedup Deduper, extend ClaimExtender, render Renderer, senders map[notif
 }
 
 // Run renews the claims of sends that run longer than a sixth of the
-// in-flight TTL, every third of it, all in one batched call, until ctx
-// ends. Stop it after the consumer. It returns nil.
+// in-flight TTL, and their registrations as sends in progress of their
+// targets, every third of it, in one batched call each, until ctx ends.
+// Stop it after the consumer. It returns nil.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	interval := d.opt.InflightTTL / 3
 	t := time.NewTicker(interval)
@@ -178,10 +183,12 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		}
 		now := d.opt.Now()
 		claims := map[string]string{}
+		sends := map[string]uint64{}
 		d.heldMu.Lock()
 		for token, c := range d.held {
 			if now.Sub(c.since) >= d.opt.InflightTTL/6 {
 				claims[c.id] = token
+				sends[token] = c.target
 			}
 		}
 		d.heldMu.Unlock()
@@ -190,6 +197,13 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		}
 		rctx, cancel := context.WithTimeout(ctx, interval)
 		lost, err := d.extend.ExtendMany(rctx, claims)
+		if d.fence != nil {
+			// The sends' registrations live as long as their claims, so a
+			// change of their targets waits for them (see SendFence).
+			if err := d.fence.RenewSends(rctx, sends); err != nil {
+				d.depFailed("redis", "renew sends", err)
+			}
+		}
 		cancel()
 		switch {
 		case err != nil:
@@ -200,9 +214,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 }
 
-func (d *Dispatcher) hold(id, token string) {
+func (d *Dispatcher) hold(id string, target uint64, token string) {
 	d.heldMu.Lock()
-	d.held[token] = heldClaim{id: id, since: d.opt.Now()}
+	d.held[token] = heldClaim{id: id, target: target, since: d.opt.Now()}
 	d.heldMu.Unlock()
 }
 
@@ -301,7 +315,7 @@ func (d *Dispatcher) dispatch(ctx context.Context, due *notiflowv1.NotificationD
 	d.m.stage[stageClaim].Observe((t1.Sub(t0) - deferred).Seconds())
 	ref := domain.FenceRef{TargetID: due.TargetId, Version: due.TargetVersion}
 	if claim.State == domain.Claimed {
-		d.hold(due.NotificationId, token)
+		d.hold(due.NotificationId, due.TargetId, token)
 		defer d.unhold(token)
 		if d.fence != nil {
 			// The provider call has returned (or never started) when
