@@ -215,7 +215,7 @@ func (f *Fences) pass(ctx context.Context, full bool, since time.Time) (time.Tim
 	}
 	ok, err := f.cache.FinishSync(ctx, token)
 	if err == nil && !ok {
-		err = errors.New("full sync: interrupted (redis flushed during the copy)")
+		err = errors.New("full sync: interrupted (redis flushed during the copy, or another replica began one)")
 	}
 	if err != nil {
 		f.dirty.Store(true)
