@@ -342,6 +342,28 @@ func (s *Store) StartMarkDone(ctx context.Context, id string, o domain.Outcome) 
 	}
 }
 
+// StartMarkDoneExit is StartMarkDone that also ends token's registration
+// as a send in progress of target, in the same pipeline. The wait reports
+// the done marker only: a registration that could not be removed expires
+// with the in-flight TTL.
+func (s *Store) StartMarkDoneExit(ctx context.Context, id string, o domain.Outcome, targetID uint64, token string) (wait func(context.Context) error) {
+	cmd := redis.NewStatusCmd(ctx, "set", s.dedupKey(id), domain.DoneMarker(o), "px", s.doneTTL)
+	exit := redis.NewIntCmd(ctx, "zrem", fence.InflightKey(s.opt.Prefix, targetID), domain.InflightMarker(token))
+	c, err := s.b.Start(ctx, cmd, exit)
+	return func(ctx context.Context) error {
+		if err == nil {
+			err = s.b.Wait(ctx, c)
+		}
+		if err == nil {
+			err = cmd.Err()
+		}
+		if err != nil {
+			return fmt.Errorf("mark notification %s done: %w", id, err)
+		}
+		return nil
+	}
+}
+
 // ExtendMany renews the claims of several notifications (id -> token) in
 // one round trip. It returns how many were no longer held.
 func (s *Store) ExtendMany(ctx context.Context, claims map[string]string) (lost int, err error) {

@@ -50,6 +50,10 @@ type SendFence interface {
 	// RenewSends extends the registrations of sends in progress (token ->
 	// target id) for another in-flight TTL.
 	RenewSends(ctx context.Context, sends map[string]uint64) error
+	// StartMarkDoneExit is Deduper.StartMarkDone that also ends token's
+	// registration as a send in progress of target, in the same round
+	// trip.
+	StartMarkDoneExit(ctx context.Context, id string, o domain.Outcome, targetID uint64, token string) (wait func(context.Context) error)
 }
 
 // ClaimExtender renews claims (notification id -> token) while long sends
@@ -314,13 +318,18 @@ func (d *Dispatcher) dispatch(ctx context.Context, due *notiflowv1.NotificationD
 	t1 := d.opt.Now()
 	d.m.stage[stageClaim].Observe((t1.Sub(t0) - deferred).Seconds())
 	ref := domain.FenceRef{TargetID: due.TargetId, Version: due.TargetVersion}
+	exited := false // the registration ended with the done marker
 	if claim.State == domain.Claimed {
 		d.hold(due.NotificationId, due.TargetId, token)
 		defer d.unhold(token)
 		if d.fence != nil {
 			// The provider call has returned (or never started) when
 			// dispatch returns: the send is no longer in progress.
-			defer d.exitSend(ctx, ref, token)
+			defer func() {
+				if !exited {
+					d.exitSend(ctx, ref, token)
+				}
+			}()
 			ctx = domain.WithSendGate(ctx, func(ctx context.Context) error { return d.fence.Recheck(ctx, ref, token) })
 		}
 	}
@@ -366,7 +375,12 @@ func (d *Dispatcher) dispatch(ctx context.Context, due *notiflowv1.NotificationD
 	if out.Status == notiflowv1.Status_STATUS_DELIVERED {
 		// The done marker is written while the result is published;
 		// Handle waits for both before it returns.
-		wait := d.dedup.StartMarkDone(ctx, id, out)
+		var wait func(context.Context) error
+		if d.fence != nil {
+			wait, exited = d.fence.StartMarkDoneExit(ctx, id, out, ref.TargetID, token), true
+		} else {
+			wait = d.dedup.StartMarkDone(ctx, id, out)
+		}
 		return out, func(ctx context.Context) error {
 			err := wait(ctx)
 			if err != nil && ctx.Err() == nil {

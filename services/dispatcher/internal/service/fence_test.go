@@ -68,6 +68,13 @@ func TestFenceCancelsAtTheClaim(t *testing.T) {
 	if n := callsOf(rcv, "cur") + callsOf(rcv, "other"); n != 2 {
 		t.Errorf("%d calls for the two open records, want 2", n)
 	}
+	// The delivered sends ended their registrations with their done
+	// markers: nothing of either target is in progress.
+	for _, target := range []uint64{501, 502} {
+		if n, err := fence.Inflight(ctx, rdb, e.cfg.RedisPrefix, target); err != nil || n != 0 {
+			t.Errorf("target %d: %d send(s) still registered in progress (%v)", target, n, err)
+		}
+	}
 	if n := len(e.dlq.Records()); n != 0 {
 		t.Errorf("%d dead letters, want none (CANCELLED is final, not a failure)", n)
 	}
