@@ -61,6 +61,15 @@ type layout struct {
 	schedulers, dispatchers int
 }
 
+// worldOpts are a test's additions to a scenario world.
+type worldOpts struct {
+	// respond, when set, answers the webhook receiver's calls (200
+	// without it).
+	respond testkit.Respond
+	// env adds settings per service.
+	env map[string]map[string]string
+}
+
 // world is one scenario's running system and what it expects.
 type world struct {
 	t      *testing.T
@@ -89,6 +98,11 @@ type occ struct {
 
 func newWorld(t *testing.T, name string, l layout) *world {
 	t.Helper()
+	return newWorldWith(t, name, l, worldOpts{})
+}
+
+func newWorldWith(t *testing.T, name string, l layout, o worldOpts) *world {
+	t.Helper()
 	ctx := context.Background()
 	w := &world{t: t, deps: harness.LocalDeps(), iso: harness.NewIsolation(fmt.Sprintf("chaos_%s_%d", name, time.Now().UnixNano()%1e9))}
 	if err := w.iso.Create(ctx, w.deps); err != nil {
@@ -100,7 +114,7 @@ func newWorld(t *testing.T, name string, l layout) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recv, err := testkit.StartReceiver(nil)
+	recv, err := testkit.StartReceiver(o.respond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +135,7 @@ func newWorld(t *testing.T, name string, l layout) *world {
 	})
 	start := func(name, service string, extra map[string]string) {
 		t.Helper()
-		env := harness.Merge(w.iso.ServiceEnv(service), scenarioEnv[service], extra)
+		env := harness.Merge(w.iso.ServiceEnv(service), scenarioEnv[service], o.env[service], extra)
 		if _, err := w.stack.Start(ctx, name, service, env); err != nil {
 			t.Fatalf("start %s: %v", name, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/notiflow/notiflow/lib/fence"
 	"io"
 	"net/http"
 	"os"
@@ -95,7 +96,12 @@ func (p *proc) waitReady(tb testing.TB) {
 // baseEnv is the configuration of a test's dispatcher processes.
 func baseEnv(tb testing.TB, partitions int) map[string]string {
 	brokers := testkit.KafkaBrokers(tb)
-	_, prefix := testkit.Redis(tb)
+	rdb, prefix := testkit.Redis(tb)
+	// No scheduler runs here, so no target was ever changed: the fences'
+	// copy is complete and empty.
+	if err := fence.MarkSynced(context.Background(), rdb, prefix); err != nil {
+		tb.Fatal(err)
+	}
 	return map[string]string{
 		"NOTIFLOW_KAFKA_BROKERS":    strings.Join(brokers, ","),
 		"NOTIFLOW_KAFKA_PARTITIONS": strconv.Itoa(partitions),

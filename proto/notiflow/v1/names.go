@@ -11,6 +11,7 @@ var statusNames = [...]string{
 	Status_STATUS_FAILED:       "failed",
 	Status_STATUS_DUPLICATE:    "duplicate",
 	Status_STATUS_RATE_LIMITED: "rate_limited",
+	Status_STATUS_CANCELLED:    "cancelled",
 }
 
 var channelNames = [...]string{

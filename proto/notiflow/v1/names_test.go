@@ -15,6 +15,7 @@ func TestStatusNames(t *testing.T) {
 		Status_STATUS_FAILED:       "failed",
 		Status_STATUS_DUPLICATE:    "duplicate",
 		Status_STATUS_RATE_LIMITED: "rate_limited",
+		Status_STATUS_CANCELLED:    "cancelled",
 	}
 	checkNames(t, Status_name, want, Status.Name, StatusByName)
 }

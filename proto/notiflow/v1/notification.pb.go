@@ -89,6 +89,10 @@ const (
 	Status_STATUS_FAILED       Status = 2
 	Status_STATUS_DUPLICATE    Status = 3
 	Status_STATUS_RATE_LIMITED Status = 4
+	// STATUS_CANCELLED: not sent because the target was changed (PATCH,
+	// pause, delete) after this occurrence was claimed; see the target
+	// fence in docs/ARCHITECTURE.md.
+	Status_STATUS_CANCELLED Status = 5
 )
 
 // Enum value maps for Status.
@@ -99,6 +103,7 @@ var (
 		2: "STATUS_FAILED",
 		3: "STATUS_DUPLICATE",
 		4: "STATUS_RATE_LIMITED",
+		5: "STATUS_CANCELLED",
 	}
 	Status_value = map[string]int32{
 		"STATUS_UNSPECIFIED":  0,
@@ -106,6 +111,7 @@ var (
 		"STATUS_FAILED":       2,
 		"STATUS_DUPLICATE":    3,
 		"STATUS_RATE_LIMITED": 4,
+		"STATUS_CANCELLED":    5,
 	}
 )
 
@@ -163,8 +169,13 @@ type NotificationDue struct {
 	// signing secret: the dispatcher then sends only when it has that
 	// secret (see lib/webhooksig), never unsigned or with the global one.
 	WebhookSecretRequired bool `protobuf:"varint,13,opt,name=webhook_secret_required,json=webhookSecretRequired,proto3" json:"webhook_secret_required,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// target_version is the version of the target this occurrence was
+	// claimed under. The dispatcher never sends it once the target's fence
+	// is above it (it records STATUS_CANCELLED instead); 0 (a record
+	// without the field) is below every fence.
+	TargetVersion uint64 `protobuf:"varint,14,opt,name=target_version,json=targetVersion,proto3" json:"target_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NotificationDue) Reset() {
@@ -286,6 +297,13 @@ func (x *NotificationDue) GetWebhookSecretRequired() bool {
 		return x.WebhookSecretRequired
 	}
 	return false
+}
+
+func (x *NotificationDue) GetTargetVersion() uint64 {
+	if x != nil {
+		return x.TargetVersion
+	}
+	return 0
 }
 
 // NotificationDispatched is the outcome of dispatching one NotificationDue.
@@ -480,7 +498,7 @@ var File_notiflow_v1_notification_proto protoreflect.FileDescriptor
 
 const file_notiflow_v1_notification_proto_rawDesc = "" +
 	"\n" +
-	"\x1enotiflow/v1/notification.proto\x12\vnotiflow.v1\"\xe2\x03\n" +
+	"\x1enotiflow/v1/notification.proto\x12\vnotiflow.v1\"\x89\x04\n" +
 	"\x0fNotificationDue\x12'\n" +
 	"\x0fnotification_id\x18\x01 \x01(\tR\x0enotificationId\x12\x1b\n" +
 	"\ttarget_id\x18\x02 \x01(\x04R\btargetId\x12!\n" +
@@ -498,7 +516,8 @@ const file_notiflow_v1_notification_proto_rawDesc = "" +
 	" \x01(\x04R\bsequence\x12\x15\n" +
 	"\x06run_id\x18\v \x01(\tR\x05runId\x12\"\n" +
 	"\rcreated_at_us\x18\f \x01(\x03R\vcreatedAtUs\x126\n" +
-	"\x17webhook_secret_required\x18\r \x01(\bR\x15webhookSecretRequired\"\x95\x05\n" +
+	"\x17webhook_secret_required\x18\r \x01(\bR\x15webhookSecretRequired\x12%\n" +
+	"\x0etarget_version\x18\x0e \x01(\x04R\rtargetVersion\"\x95\x05\n" +
 	"\x16NotificationDispatched\x12'\n" +
 	"\x0fnotification_id\x18\x01 \x01(\tR\x0enotificationId\x12\x1b\n" +
 	"\ttarget_id\x18\x02 \x01(\x04R\btargetId\x12(\n" +
@@ -525,13 +544,14 @@ const file_notiflow_v1_notification_proto_rawDesc = "" +
 	"\x13CHANNEL_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fCHANNEL_WEBHOOK\x10\x01\x12\x11\n" +
 	"\rCHANNEL_INBOX\x10\x02\x12\x0f\n" +
-	"\vCHANNEL_SIM\x10\x03*x\n" +
+	"\vCHANNEL_SIM\x10\x03*\x8e\x01\n" +
 	"\x06Status\x12\x16\n" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10STATUS_DELIVERED\x10\x01\x12\x11\n" +
 	"\rSTATUS_FAILED\x10\x02\x12\x14\n" +
 	"\x10STATUS_DUPLICATE\x10\x03\x12\x17\n" +
-	"\x13STATUS_RATE_LIMITED\x10\x04B;Z9github.com/notiflow/notiflow/proto/notiflow/v1;notiflowv1b\x06proto3"
+	"\x13STATUS_RATE_LIMITED\x10\x04\x12\x14\n" +
+	"\x10STATUS_CANCELLED\x10\x05B;Z9github.com/notiflow/notiflow/proto/notiflow/v1;notiflowv1b\x06proto3"
 
 var (
 	file_notiflow_v1_notification_proto_rawDescOnce sync.Once

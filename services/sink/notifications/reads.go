@@ -25,6 +25,7 @@ var Statuses = []string{
 	notiflowv1.Status_STATUS_DELIVERED.Name(),
 	notiflowv1.Status_STATUS_FAILED.Name(),
 	notiflowv1.Status_STATUS_RATE_LIMITED.Name(),
+	notiflowv1.Status_STATUS_CANCELLED.Name(),
 	StatusUnknown,
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/notiflow/notiflow/lib/fence"
 	"github.com/notiflow/notiflow/lib/simsend"
 	"github.com/notiflow/notiflow/services/dispatcher/internal/domain"
 )
@@ -44,6 +45,42 @@ if limit > 0 then
   end
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 'claimed'
+`)
+
+// fencedClaimScript is claimScript with the target's fence checked in the
+// same atomic step (lib/fence):
+//
+//	KEYS[1..2] as claimScript   KEYS[3] fence   KEYS[4] fence marker
+//	KEYS[5] the target's in-flight set
+//	ARGV[1..7] as claimScript   ARGV[8] the record's target version
+//
+// After the dedup check (a done notification stays a duplicate, another
+// worker's claim stays busy) it answers "fenced" or "unsynced" without
+// writing anything when the fence stops the record; otherwise it goes on
+// as claimScript, and a claim also registers the in-flight marker in the
+// target's in-flight set for the in-flight TTL, which the scheduler waits
+// on before it acknowledges a change of the target.
+var fencedClaimScript = redis.NewScript(fence.CheckLua + `
+local v = redis.call('GET', KEYS[1])
+if v and v ~= ARGV[1] then return v end
+local c = fence_check(KEYS[3], KEYS[4], ARGV[8])
+if c then return c end
+if not v then
+  local limit = tonumber(ARGV[3])
+  if limit > 0 then
+    local n = redis.call('INCR', KEYS[2])
+    if n == 1 then redis.call('PEXPIRE', KEYS[2], ARGV[4]) end
+    if n > limit then
+      redis.call('DECR', KEYS[2])
+      if ARGV[7] == 'defer' then return 'deferred' end
+      redis.call('SET', KEYS[1], ARGV[6], 'PX', ARGV[5])
+      return 'rate_limited'
+    end
+  end
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+end
+fence_enter(KEYS[5], ARGV[1], ARGV[2])
 return 'claimed'
 `)
 
@@ -148,10 +185,80 @@ func (s *Store) evalsha(ctx context.Context, script *redis.Script, keys []string
 	}
 }
 
+// ClaimFenced is Claim with the fence of f's target checked in the same
+// atomic step (see fencedClaimScript): it may also answer Fenced (never
+// send, record CANCELLED) or Unsynced (the fences' copy is incomplete:
+// claim again later). A Claimed notification is registered as a send in
+// progress of its target until ExitSend (or the in-flight TTL).
+func (s *Store) ClaimFenced(ctx context.Context, id, recipient, token string, f domain.FenceRef, now time.Time) (domain.Claim, error) {
+	window := max(s.opt.RateWindow.Milliseconds(), 1)
+	n := now.UnixMilli() / window
+	retryAt := time.UnixMilli((n + 1) * window)
+	rateKey := s.opt.Prefix + "rl:" + recipient + ":" + strconv.FormatInt(n, 10)
+	cmd, err := s.evalsha(ctx, fencedClaimScript, []string{s.dedupKey(id), rateKey,
+		fence.Key(s.opt.Prefix, f.TargetID), fence.SyncedKey(s.opt.Prefix), fence.InflightKey(s.opt.Prefix, f.TargetID)},
+		domain.InflightMarker(token), s.inTTL, s.limit, s.window, s.doneTTL, domain.RateLimitedMarker, s.policy, f.Version)
+	if err != nil {
+		return domain.Claim{}, fmt.Errorf("claim notification %s: %w", id, err)
+	}
+	v, err := cmd.Text()
+	if err != nil {
+		return domain.Claim{}, fmt.Errorf("claim notification %s: %w", id, err)
+	}
+	switch v {
+	case fence.Fenced:
+		return domain.Claim{State: domain.Fenced}, nil
+	case fence.Unsynced:
+		return domain.Claim{State: domain.Unsynced}, nil
+	}
+	return s.claimAnswer(id, v, retryAt)
+}
+
+// Recheck checks f's fence again for a send in progress under token (a
+// webhook retry) and renews its in-flight registration: nil, or an error
+// wrapping domain.ErrFenced, or another error when the fence cannot be
+// judged (Redis failing, the fences' copy incomplete).
+func (s *Store) Recheck(ctx context.Context, f domain.FenceRef, token string) error {
+	v, err := fence.Enter(ctx, s.rdb, s.opt.Prefix, f.TargetID, f.Version, domain.InflightMarker(token), s.opt.InflightTTL.Milliseconds())
+	switch {
+	case err != nil:
+		return err
+	case v == fence.Fenced:
+		return domain.ErrFenced
+	case v == fence.Unsynced:
+		return fmt.Errorf("check the fence of target %d: the copy of the fences in redis is incomplete", f.TargetID)
+	}
+	return nil
+}
+
+// RenewSends extends the registrations of sends in progress (token ->
+// target id) for another in-flight TTL.
+func (s *Store) RenewSends(ctx context.Context, sends map[string]uint64) error {
+	members := make(map[string]uint64, len(sends))
+	for token, target := range sends {
+		members[domain.InflightMarker(token)] = target
+	}
+	return fence.Renew(ctx, s.rdb, s.opt.Prefix, members, s.opt.InflightTTL.Milliseconds())
+}
+
+// ExitSend ends token's registration as a send in progress of target
+// (after the provider call returned).
+func (s *Store) ExitSend(ctx context.Context, targetID uint64, token string) error {
+	cmd := redis.NewIntCmd(ctx, "zrem", fence.InflightKey(s.opt.Prefix, targetID), domain.InflightMarker(token))
+	if err := s.b.Do(ctx, cmd); err != nil {
+		return fmt.Errorf("end the send of target %d: %w", targetID, err)
+	}
+	if err := cmd.Err(); err != nil {
+		return fmt.Errorf("end the send of target %d: %w", targetID, err)
+	}
+	return nil
+}
+
 // Claim tries to take notification id for sending under token, checking
 // the recipient's rate limit at now in the same atomic step (a Lua script;
 // without a rate limit a single SET NX GET). A Deferred claim's RetryAt is
-// the start of the recipient's next window, on now's clock.
+// the start of the recipient's next window, on now's clock. It checks no
+// fence (see ClaimFenced).
 func (s *Store) Claim(ctx context.Context, id, recipient, token string, now time.Time) (domain.Claim, error) {
 	marker := domain.InflightMarker(token)
 	var v string
@@ -187,6 +294,11 @@ func (s *Store) Claim(ctx context.Context, id, recipient, token string, now time
 			v = "claimed"
 		}
 	}
+	return s.claimAnswer(id, v, retryAt)
+}
+
+// claimAnswer turns a claim script's answer v into a Claim.
+func (s *Store) claimAnswer(id, v string, retryAt time.Time) (domain.Claim, error) {
 	switch v {
 	case "claimed":
 		return domain.Claim{State: domain.Claimed}, nil
@@ -216,6 +328,28 @@ func (s *Store) MarkDone(ctx context.Context, id string, o domain.Outcome) error
 func (s *Store) StartMarkDone(ctx context.Context, id string, o domain.Outcome) (wait func(context.Context) error) {
 	cmd := redis.NewStatusCmd(ctx, "set", s.dedupKey(id), domain.DoneMarker(o), "px", s.doneTTL)
 	c, err := s.b.Start(ctx, cmd)
+	return func(ctx context.Context) error {
+		if err == nil {
+			err = s.b.Wait(ctx, c)
+		}
+		if err == nil {
+			err = cmd.Err()
+		}
+		if err != nil {
+			return fmt.Errorf("mark notification %s done: %w", id, err)
+		}
+		return nil
+	}
+}
+
+// StartMarkDoneExit is StartMarkDone that also ends token's registration
+// as a send in progress of target, in the same pipeline. The wait reports
+// the done marker only: a registration that could not be removed expires
+// with the in-flight TTL.
+func (s *Store) StartMarkDoneExit(ctx context.Context, id string, o domain.Outcome, targetID uint64, token string) (wait func(context.Context) error) {
+	cmd := redis.NewStatusCmd(ctx, "set", s.dedupKey(id), domain.DoneMarker(o), "px", s.doneTTL)
+	exit := redis.NewIntCmd(ctx, "zrem", fence.InflightKey(s.opt.Prefix, targetID), domain.InflightMarker(token))
+	c, err := s.b.Start(ctx, cmd, exit)
 	return func(ctx context.Context) error {
 		if err == nil {
 			err = s.b.Wait(ctx, c)

@@ -146,7 +146,9 @@ func failed(attempts uint32, code int, err string) domain.Outcome {
 
 // Send posts the notification to due.WebhookUrl and returns the outcome:
 // DELIVERED on a 2xx, FAILED (with DeadLetter set) on a final answer or when
-// the retry budget is spent. It returns an error only when ctx ended first;
+// the retry budget is spent, CANCELLED when the send gate of ctx
+// (domain.WithSendGate), checked before every retry, says the target is
+// fenced; a gate that cannot judge is a failed attempt (nothing sent). It returns an error only when ctx ended first;
 // a request may have reached the receiver by then.
 func (w *Webhook) Send(ctx context.Context, due *notiflowv1.NotificationDue, body string) (domain.Outcome, error) {
 	u, err := url.Parse(due.WebhookUrl)
@@ -175,14 +177,31 @@ func (w *Webhook) Send(ctx context.Context, due *notiflowv1.NotificationDue, bod
 	lastCode, lastErr := 0, ""
 	for try := 1; ; try++ {
 		var res attemptResult
-		keys, err := w.keys(ctx, due)
+		var err error
+		if try > 1 {
+			// A retry is a new send: the target's fence is checked again
+			// first (the claim checked it for the first attempt).
+			err = domain.CheckSendGate(ctx)
+			if errors.Is(err, domain.ErrFenced) {
+				return domain.Outcome{Status: notiflowv1.Status_STATUS_CANCELLED, Attempts: attempts, ProviderCode: int32(lastCode),
+					Err: fmt.Sprintf("%s (before retry %d; last error: %s)", domain.ErrFenced, try, orNone(lastErr))}, nil
+			}
+			if err != nil {
+				err = &keyError{fmt.Errorf("fence: %w", err)}
+			}
+		}
+		var keys [][]byte
+		if err == nil {
+			keys, err = w.keys(ctx, due)
+			if err != nil {
+				err = &keyError{fmt.Errorf("signing secret: %w", err)}
+			}
+		}
 		if err == nil {
 			res, err = cb.Execute(func() (attemptResult, error) {
 				attempts++
 				return w.attempt(ctx, u, payload, due.NotificationId, keys)
 			})
-		} else {
-			err = &keyError{err}
 		}
 		if ctx.Err() != nil {
 			return domain.Outcome{}, fmt.Errorf("webhook %s: %w", due.NotificationId, ctx.Err())
@@ -221,10 +240,11 @@ func (w *Webhook) Send(ctx context.Context, due *notiflowv1.NotificationDue, bod
 	}
 }
 
-// keyError: the signing keys could not be had; nothing was sent.
+// keyError: the signing keys could not be had, or the target's fence
+// could not be checked; nothing was sent.
 type keyError struct{ err error }
 
-func (e *keyError) Error() string { return "not sent: signing secret: " + e.err.Error() }
+func (e *keyError) Error() string { return "not sent: " + e.err.Error() }
 func (e *keyError) Unwrap() error { return e.err }
 
 func isKeyError(err error) bool { var e *keyError; return errors.As(err, &e) }

@@ -22,16 +22,38 @@ import (
 // Deduper claims notifications for sending and remembers outcomes
 // (implemented by adapters.Store over Redis).
 type Deduper interface {
-	// Claim tries to take notification id for sending under token and
-	// checks the recipient's rate limit in the same atomic step; over the
+	// ClaimFenced tries to take notification id for sending under token
+	// and checks the target's fence (f) and the recipient's rate limit in
+	// the same atomic step: a fenced record answers Fenced, an incomplete
+	// copy of the fences Unsynced (nothing written for either); over the
 	// limit it answers RateLimited (remembered as such) or Deferred
-	// (nothing written), as its rate-limit policy says.
-	Claim(ctx context.Context, id, recipient, token string, now time.Time) (domain.Claim, error)
+	// (nothing written), as its rate-limit policy says. A Claimed
+	// notification is registered as a send in progress of its target.
+	ClaimFenced(ctx context.Context, id, recipient, token string, f domain.FenceRef, now time.Time) (domain.Claim, error)
 	// StartMarkDone starts remembering a finished dispatch; the returned
 	// function waits until it is stored.
 	StartMarkDone(ctx context.Context, id string, o domain.Outcome) (wait func(context.Context) error)
 	// Release drops token's claim so the next delivery is judged afresh.
 	Release(ctx context.Context, id, token string) error
+}
+
+// SendFence re-checks a target's fence during a send and ends the send's
+// registration (implemented by adapters.Store over Redis, format
+// lib/fence).
+type SendFence interface {
+	// Recheck checks f's fence for the send under token and renews its
+	// registration: nil, an error wrapping domain.ErrFenced, or another
+	// error when the fence cannot be judged.
+	Recheck(ctx context.Context, f domain.FenceRef, token string) error
+	// ExitSend ends token's registration as a send in progress of target.
+	ExitSend(ctx context.Context, targetID uint64, token string) error
+	// RenewSends extends the registrations of sends in progress (token ->
+	// target id) for another in-flight TTL.
+	RenewSends(ctx context.Context, sends map[string]uint64) error
+	// StartMarkDoneExit is Deduper.StartMarkDone that also ends token's
+	// registration as a send in progress of target, in the same round
+	// trip.
+	StartMarkDoneExit(ctx context.Context, id string, o domain.Outcome, targetID uint64, token string) (wait func(context.Context) error)
 }
 
 // ClaimExtender renews claims (notification id -> token) while long sends
@@ -101,6 +123,7 @@ func (o *Options) setDefaults() {
 // is safe for concurrent use by the consumer's workers.
 type Dispatcher struct {
 	dedup   Deduper
+	fence   SendFence
 	extend  ClaimExtender
 	render  Renderer
 	senders map[notiflowv1.Channel]Sender
@@ -121,12 +144,15 @@ type Dispatcher struct {
 }
 
 type heldClaim struct {
-	id    string
-	since time.Time
+	id     string
+	target uint64
+	since  time.Time
 }
 
 // New returns a Dispatcher. senders maps each supported channel to its
-// provider; records of other channels fail with a dead letter.
+// provider; records of other channels fail with a dead letter. dedup must
+// also be a SendFence when it implements one (adapters.Store does); the
+// fence is then re-checked before each webhook retry.
 func New(dedup Deduper, extend ClaimExtender, render Renderer, senders map[notiflowv1.Channel]Sender,
 	pub Publisher, dlq DeadLetterer, m *Metrics, log *slog.Logger, opt Options) *Dispatcher {
 	opt.setDefaults()
@@ -138,16 +164,18 @@ func New(dedup Deduper, extend ClaimExtender, render Renderer, senders map[notif
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	fence, _ := dedup.(SendFence)
 	return &Dispatcher{
-		dedup: dedup, extend: extend, render: render, senders: senders, pub: pub, dlq: dlq, m: m, log: log, opt: opt,
+		dedup: dedup, fence: fence, extend: extend, render: render, senders: senders, pub: pub, dlq: dlq, m: m, log: log, opt: opt,
 		tokenPrefix: hex.EncodeToString(b[:]) + "-",
 		held:        map[string]heldClaim{},
 	}
 }
 
 // Run renews the claims of sends that run longer than a sixth of the
-// in-flight TTL, every third of it, all in one batched call, until ctx
-// ends. Stop it after the consumer. It returns nil.
+// in-flight TTL, and their registrations as sends in progress of their
+// targets, every third of it, in one batched call each, until ctx ends.
+// Stop it after the consumer. It returns nil.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	interval := d.opt.InflightTTL / 3
 	t := time.NewTicker(interval)
@@ -160,10 +188,12 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		}
 		now := d.opt.Now()
 		claims := map[string]string{}
+		sends := map[string]uint64{}
 		d.heldMu.Lock()
 		for token, c := range d.held {
 			if now.Sub(c.since) >= d.opt.InflightTTL/6 {
 				claims[c.id] = token
+				sends[token] = c.target
 			}
 		}
 		d.heldMu.Unlock()
@@ -172,6 +202,13 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		}
 		rctx, cancel := context.WithTimeout(ctx, interval)
 		lost, err := d.extend.ExtendMany(rctx, claims)
+		if d.fence != nil {
+			// The sends' registrations live as long as their claims, so a
+			// change of their targets waits for them (see SendFence).
+			if err := d.fence.RenewSends(rctx, sends); err != nil {
+				d.depFailed("redis", "renew sends", err)
+			}
+		}
 		cancel()
 		switch {
 		case err != nil:
@@ -182,9 +219,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 }
 
-func (d *Dispatcher) hold(id, token string) {
+func (d *Dispatcher) hold(id string, target uint64, token string) {
 	d.heldMu.Lock()
-	d.held[token] = heldClaim{id: id, since: d.opt.Now()}
+	d.held[token] = heldClaim{id: id, target: target, since: d.opt.Now()}
 	d.heldMu.Unlock()
 }
 
@@ -200,12 +237,18 @@ func (d *Dispatcher) unhold(token string) {
 //  1. render the template (built-in, file or managed; an unknown template
 //     or a render failure: FAILED result plus dead letter; the managed
 //     templates' store failing is waited out);
-//  2. claim the notification in Redis, checking the recipient's rate limit
-//     in the same script: already done gives a DUPLICATE result, another
-//     worker's claim is waited out; over the limit, policy drop gives a
+//  2. claim the notification in Redis, checking the target's fence and the
+//     recipient's rate limit in the same script: already done gives a
+//     DUPLICATE result, a record below its target's fence a CANCELLED
+//     result (nothing sent), an incomplete copy of the fences is waited
+//     out like a Redis failure, another worker's claim is waited out;
+//     over the limit, policy drop gives a
 //     RATE_LIMITED result and policy defer waits for the recipient's next
 //     window and claims again (holding no claim while it waits);
-//  3. send it through its channel (Run renews the claim of a long send);
+//  3. send it through its channel (Run renews the claim of a long send),
+//     registered as a send in progress of its target until the provider
+//     returns; a webhook checks the fence again before each retry
+//     (CANCELLED when it rose);
 //  4. release the claim of a failure so that a replay from the dead-letter
 //     topic is sent again, and dead-letter the record;
 //  5. publish the result, while (for DELIVERED) the done marker is written;
@@ -296,9 +339,21 @@ func (d *Dispatcher) send(ctx context.Context, due *notiflowv1.NotificationDue, 
 	claim, deferred, err := d.claim(ctx, due, token)
 	t1 := d.opt.Now()
 	d.m.stage[stageClaim].Observe((t1.Sub(t0) - deferred).Seconds())
+	ref := domain.FenceRef{TargetID: due.TargetId, Version: due.TargetVersion}
+	exited := false // the registration ended with the done marker
 	if claim.State == domain.Claimed {
-		d.hold(due.NotificationId, token)
+		d.hold(due.NotificationId, due.TargetId, token)
 		defer d.unhold(token)
+		if d.fence != nil {
+			// The provider call has returned (or never started) when
+			// dispatch returns: the send is no longer in progress.
+			defer func() {
+				if !exited {
+					d.exitSend(ctx, ref, token)
+				}
+			}()
+			ctx = domain.WithSendGate(ctx, func(ctx context.Context) error { return d.fence.Recheck(ctx, ref, token) })
+		}
 	}
 	if err != nil {
 		if ctx.Err() != nil || errors.Is(err, consume.ErrDraining) {
@@ -318,6 +373,9 @@ func (d *Dispatcher) send(ctx context.Context, due *notiflowv1.NotificationDue, 
 	case domain.RateLimited:
 		d.m.RateLimited.Inc()
 		return domain.Outcome{Status: notiflowv1.Status_STATUS_RATE_LIMITED, Err: "recipient over its rate limit", Body: body}, nil, nil
+	case domain.Fenced:
+		d.m.Fenced.Inc()
+		return cancelled(0, body), nil, nil
 	}
 
 	out, err := sender.Send(ctx, due, body)
@@ -333,10 +391,18 @@ func (d *Dispatcher) send(ctx context.Context, due *notiflowv1.NotificationDue, 
 	}
 	out.Body = body
 	id := due.NotificationId
+	if out.Status == notiflowv1.Status_STATUS_CANCELLED {
+		d.m.Fenced.Inc()
+	}
 	if out.Status == notiflowv1.Status_STATUS_DELIVERED {
 		// The done marker is written while the result is published;
 		// Handle waits for both before it returns.
-		wait := d.dedup.StartMarkDone(ctx, id, out)
+		var wait func(context.Context) error
+		if d.fence != nil {
+			wait, exited = d.fence.StartMarkDoneExit(ctx, id, out, ref.TargetID, token), true
+		} else {
+			wait = d.dedup.StartMarkDone(ctx, id, out)
+		}
 		return out, func(ctx context.Context) error {
 			err := wait(ctx)
 			if err != nil && ctx.Err() == nil {
@@ -351,66 +417,6 @@ func (d *Dispatcher) send(ctx context.Context, due *notiflowv1.NotificationDue, 
 	err = d.retry(ctx, "redis", "release claim", func(ctx context.Context) error { return d.dedup.Release(ctx, id, token) })
 	d.m.stage[stageRemember].Observe(d.opt.Now().Sub(t2).Seconds())
 	return out, nil, err
-}
-
-func failure(reason string) domain.Outcome {
-	return domain.Outcome{Status: notiflowv1.Status_STATUS_FAILED, Err: reason, DeadLetter: true}
-}
-
-// claim claims due, waiting while Redis is unavailable, while another
-// worker holds the notification (until that claim is done or expires) and,
-// when the claim is Deferred, until the recipient's next rate window opens
-// (then it claims again). It returns how long it waited on the rate limit,
-// and an error when ctx ends, when the drain begins during a rate-limit wait
-// (wrapping consume.ErrDraining: the wait holds no claim, so the record
-// gives way and is redelivered) or when the marker is unreadable.
-func (d *Dispatcher) claim(ctx context.Context, due *notiflowv1.NotificationDue, token string) (domain.Claim, time.Duration, error) {
-	depTry, busyTry := 0, 0
-	var deferredAt time.Time // when the rate limit first deferred the record
-	deferred := func() time.Duration {
-		if deferredAt.IsZero() {
-			return 0
-		}
-		waited := d.opt.Now().Sub(deferredAt)
-		d.m.RateDeferWaiting.Dec()
-		d.m.RateDeferWait.Observe(waited.Seconds())
-		return waited
-	}
-	for {
-		now := d.opt.Now()
-		c, err := d.dedup.Claim(ctx, due.NotificationId, due.RecipientId, token, now)
-		var wait time.Duration
-		var draining <-chan struct{} // ends the wait when the drain begins
-		switch {
-		case err == nil && c.State == domain.Deferred:
-			if deferredAt.IsZero() {
-				deferredAt = now
-				d.m.RateDeferred.Inc()
-				d.m.RateDeferWaiting.Inc()
-			}
-			wait = max(c.RetryAt.Sub(now), time.Millisecond)
-			draining = consume.Draining(ctx)
-		case err == nil && c.State != domain.Busy:
-			return c, deferred(), nil
-		case err == nil:
-			if busyTry == 0 {
-				d.m.InflightWaits.Inc()
-			}
-			busyTry++
-			wait = consume.Backoff(busyTry, d.opt.BusyBackoffMin, d.opt.BusyBackoffMax)
-		case errors.Is(err, domain.ErrBadMarker):
-			return domain.Claim{}, deferred(), err
-		case ctx.Err() != nil:
-			return domain.Claim{}, deferred(), fmt.Errorf("claim %s: %w", due.NotificationId, ctx.Err())
-		default:
-			depTry++
-			d.depFailed("redis", "claim", err)
-			wait = consume.Backoff(depTry, d.opt.DepBackoffMin, d.opt.DepBackoffMax)
-		}
-		if err := sleep(ctx, wait, draining); err != nil {
-			return domain.Claim{}, deferred(), fmt.Errorf("claim %s: %w", due.NotificationId, err)
-		}
-	}
 }
 
 // retry calls fn until it succeeds or ctx ends, waiting with backoff.

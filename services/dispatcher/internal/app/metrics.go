@@ -11,6 +11,7 @@ type Metrics struct {
 	Latency        prometheus.Histogram   // due -> dispatched
 	Duplicates     prometheus.Counter
 	RateLimited    prometheus.Counter
+	Fenced         prometheus.Counter
 	InflightWaits  prometheus.Counter
 	DepErrors      *prometheus.CounterVec // dependency, op
 	RedisBatch     prometheus.Histogram
@@ -53,6 +54,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Records found already dispatched (not sent again)."}),
 		RateLimited: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "rate_limited_total",
 			Help: "Records over their recipient's rate limit recorded RATE_LIMITED and not sent (policy drop)."}),
+		Fenced: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "fenced_total",
+			Help: "Records their target's fence stopped (recorded CANCELLED, not sent, or not sent again)."}),
 		RateDeferred: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "rate_deferred_total",
 			Help: "Records over their recipient's rate limit that waited for the next window (policy defer)."}),
 		RateDeferWaiting: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "rate_deferred_waiting",
@@ -82,7 +85,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.Results, m.Latency, m.Duplicates, m.RateLimited, m.InflightWaits, m.DepErrors,
 			m.RedisBatch, m.WebhookLatency, m.CircuitState, m.Stages)
-		reg.MustRegister(m.RateDeferred, m.RateDeferWaiting, m.RateDeferWait)
+		reg.MustRegister(m.RateDeferred, m.RateDeferWaiting, m.RateDeferWait, m.Fenced)
 	}
 	return m
 }

@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -27,7 +28,46 @@ const (
 	// RateDefer; nothing was claimed, counted or remembered. Claim again
 	// at Claim.RetryAt, when the recipient's next window opens.
 	Deferred
+	// Fenced: the target was changed after this occurrence was claimed
+	// (its fence is above the record's target version): it must never be
+	// sent; it is recorded CANCELLED. Nothing was claimed or counted.
+	Fenced
+	// Unsynced: the copy of the fences in Redis is incomplete (its marker
+	// is missing), so nothing can be judged: wait and claim again, never
+	// send. Nothing was claimed or counted.
+	Unsynced
 )
+
+// FenceRef is what a fence check needs of a record: its target and the
+// target version it was claimed under (NotificationDue.target_version).
+type FenceRef struct {
+	TargetID uint64
+	Version  uint64
+}
+
+// ErrFenced is returned by a send gate (see WithSendGate) when the
+// target's fence now stands above the record: no further attempt may be
+// made.
+var ErrFenced = errors.New("target fenced: changed, paused or deleted after this occurrence was claimed")
+
+type gateKey struct{}
+
+// WithSendGate returns ctx carrying gate, which a provider that makes
+// more than one attempt calls before each attempt after the first: nil
+// means go on (and keeps the send registered in flight), ErrFenced means
+// stop and record CANCELLED, any other error means the fence could not be
+// checked (do not send now; treat it like a failed attempt).
+func WithSendGate(ctx context.Context, gate func(context.Context) error) context.Context {
+	return context.WithValue(ctx, gateKey{}, gate)
+}
+
+// CheckSendGate calls ctx's send gate (nil when ctx has none).
+func CheckSendGate(ctx context.Context) error {
+	if g, ok := ctx.Value(gateKey{}).(func(context.Context) error); ok {
+		return g(ctx)
+	}
+	return nil
+}
 
 // Claim is the answer to a claim attempt.
 type Claim struct {

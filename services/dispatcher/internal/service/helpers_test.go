@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"github.com/notiflow/notiflow/lib/fence"
 	"log/slog"
 	"net"
 	"os"
@@ -31,7 +32,12 @@ const testPartitions = 4
 func newEnv(t *testing.T, mutate func(*config.Config)) *env {
 	t.Helper()
 	brokers := testkit.KafkaBrokers(t)
-	_, prefix := testkit.Redis(t)
+	rdb, prefix := testkit.Redis(t)
+	// No scheduler runs here, so no target was ever changed: the fences'
+	// copy is complete and empty.
+	if err := fence.MarkSynced(context.Background(), rdb, prefix); err != nil {
+		t.Fatal(err)
+	}
 	var cfg config.Config
 	if err := libconfig.FillZero(&cfg); err != nil {
 		t.Fatalf("default config: %v", err)

@@ -285,6 +285,7 @@ func fillDue(pb *notiflowv1.NotificationDue, n *domain.Notification) {
 	pb.RunId = n.RunID
 	pb.CreatedAtUs = n.CreatedAt.UnixMicro()
 	pb.WebhookSecretRequired = n.SecretRequired
+	pb.TargetVersion = n.TargetVersion
 }
 
 // DecodeDue parses a NotificationDue value (for tests and tools).

@@ -244,27 +244,31 @@ var migrations = []mysqlx.Migration{
 				PRIMARY KEY (name)
 			) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
 		},
-		Then: addIndex("notification_targets", "idx_targets_template", "template_id, status"),
+		Then: func(ctx context.Context, conn *sql.Conn) error {
+			return addIndex(ctx, conn, "notification_targets", "idx_targets_template", "template_id, status")
+		},
 	},
-}
-
-// addIndex adds index (on columns) to table unless it is there (MySQL has
-// no ADD INDEX IF NOT EXISTS).
-func addIndex(table, index, columns string) func(context.Context, *sql.Conn) error {
-	return func(ctx context.Context, conn *sql.Conn) error {
-		var n int
-		if err := conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.STATISTICS
-			WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND INDEX_NAME = ?`, table, index).Scan(&n); err != nil {
-			return fmt.Errorf("look up index %s.%s: %w", table, index, err)
-		}
-		if n > 0 {
-			return nil
-		}
-		if _, err := conn.ExecContext(ctx, "ALTER TABLE `"+table+"` ADD INDEX `"+index+"` ("+columns+")"); err != nil {
-			return fmt.Errorf("add index %s.%s: %w", table, index, err)
-		}
-		return nil
-	}
+	{
+		// Fences (see app.Fences): a target's version grows with every
+		// change made through the API (PATCH, pause, resume, delete), in
+		// the transaction of the change; fenced_at is the database's clock
+		// at that change (the incremental copy to Redis reads from it) and
+		// fence_outbox_id the highest outbox id then: every outbox row of
+		// the target claimed before the change is at or below it, every
+		// later one above (see UpdateTarget). The relay gives a row at or
+		// below it a version below the target's, so the dispatcher, which
+		// never sends a record below the target's fence, fences it.
+		Version: 9,
+		Name:    "target versions and fences",
+		Then: func(ctx context.Context, conn *sql.Conn) error {
+			if err := addColumns(ctx, conn, "notification_targets",
+				"version BIGINT UNSIGNED NOT NULL DEFAULT 1", "fenced_at DATETIME(6) NULL",
+				"fence_outbox_id BIGINT UNSIGNED NOT NULL DEFAULT 0"); err != nil {
+				return err
+			}
+			return addIndex(ctx, conn, "notification_targets", "idx_targets_fenced", "fenced_at")
+		},
+	},
 }
 
 // hasColumn reports whether table of the current database has column.
@@ -296,6 +300,23 @@ func addColumns(ctx context.Context, conn *sql.Conn, table string, columns ...st
 	}
 	if _, err := conn.ExecContext(ctx, "ALTER TABLE `"+table+"` "+strings.Join(adds, ", ")); err != nil {
 		return fmt.Errorf("add columns to %s: %w", table, err)
+	}
+	return nil
+}
+
+// addIndex adds index (on columns) to table unless it is there (MySQL has
+// no ADD INDEX IF NOT EXISTS).
+func addIndex(ctx context.Context, conn *sql.Conn, table, index, columns string) error {
+	var n int
+	if err := conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.STATISTICS
+		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND INDEX_NAME = ?`, table, index).Scan(&n); err != nil {
+		return fmt.Errorf("look up index %s.%s: %w", table, index, err)
+	}
+	if n > 0 {
+		return nil
+	}
+	if _, err := conn.ExecContext(ctx, "ALTER TABLE `"+table+"` ADD INDEX `"+index+"` ("+columns+")"); err != nil {
+		return fmt.Errorf("add index %s.%s: %w", table, index, err)
 	}
 	return nil
 }

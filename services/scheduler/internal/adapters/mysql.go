@@ -12,7 +12,6 @@ import (
 	"github.com/go-sql-driver/mysql"
 	gormmysql "gorm.io/driver/mysql"
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 	"gorm.io/gorm/logger"
 
 	"github.com/notiflow/notiflow/services/scheduler/internal/domain"
@@ -111,6 +110,7 @@ type targetRow struct {
 	RunID        sql.NullString
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
+	Version      uint64
 	// Fired is set by reads that select withFired: an active one-shot
 	// without a due-queue entry has been claimed and is done.
 	Fired bool `gorm:"->"`
@@ -148,6 +148,7 @@ func (s *MySQLStore) toDomain(r *targetRow) (domain.Target, error) {
 		RunID:       r.RunID.String,
 		CreatedAt:   r.CreatedAt.UTC(),
 		UpdatedAt:   r.UpdatedAt.UTC(),
+		Version:     r.Version,
 	}
 	if r.Fired {
 		t.Status = domain.StatusDone
@@ -362,75 +363,6 @@ func (s *MySQLStore) ListTargets(ctx context.Context, afterID int64, limit int) 
 			return nil, fmt.Errorf("list targets: %w", err)
 		}
 		out = append(out, t)
-	}
-	return out, nil
-}
-
-// UpdateTarget locks target id and, if it is active, its due-queue entry
-// (waiting for a claim that holds it), passes the target to change and
-// stores the status and next_run_at that change returns, keeping the queue
-// in step, in one transaction. An active one-shot whose entry is gone has
-// fired: change sees it done. An error from
-// change (e.g. wrapping domain.ErrConflict) rolls back and is returned; a
-// missing or deleted target gives domain.ErrNotFound.
-func (s *MySQLStore) UpdateTarget(ctx context.Context, id int64, change func(domain.Target) (domain.Target, error)) (domain.Target, error) {
-	var out domain.Target
-	err := s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var r targetRow
-		err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).
-			Where("id = ? AND status <> ?", id, string(domain.StatusDeleted)).Take(&r).Error
-		if errors.Is(err, gorm.ErrRecordNotFound) {
-			return domain.ErrNotFound
-		}
-		if err != nil {
-			return err
-		}
-		if r.Status == string(domain.StatusActive) {
-			// Lock the target's queue entry: this waits for a claim that
-			// holds it, and an active one-shot whose entry is gone fired.
-			var queued int
-			if err := tx.Raw(`SELECT COUNT(*) FROM target_due WHERE next_run_at = ? AND target_id = ? FOR UPDATE`,
-				r.NextRunAt, id).Scan(&queued).Error; err != nil {
-				return fmt.Errorf("lock the due-queue entry: %w", err)
-			}
-			r.Fired = queued == 0 && r.ScheduleKind == string(domain.KindOnce)
-		}
-		cur, err := s.toDomain(&r)
-		if err != nil {
-			return err
-		}
-		next, err := change(cur)
-		if err != nil {
-			return err
-		}
-		if next.Status == cur.Status && next.NextRunAt.Equal(cur.NextRunAt) {
-			out = cur
-			return nil
-		}
-		err = tx.Model(&targetRow{}).Where("id = ?", id).Updates(map[string]any{
-			"status":      string(next.Status),
-			"next_run_at": next.NextRunAt,
-			"updated_at":  next.UpdatedAt,
-		}).Error
-		if err != nil {
-			return err
-		}
-		// Keep the due queue in step: the old entry goes, an active
-		// target gets its new one.
-		if err := tx.Exec(`DELETE FROM target_due WHERE next_run_at = ? AND target_id = ?`, r.NextRunAt, id).Error; err != nil {
-			return fmt.Errorf("dequeue: %w", err)
-		}
-		if next.Status == domain.StatusActive {
-			// The transaction's connection (a *sql.Tx).
-			if err := enqueueDue(ctx, tx.Statement.ConnPool, []dueEntry{queueEntry(next, id)}); err != nil {
-				return err
-			}
-		}
-		out = next
-		return nil
-	}, &sql.TxOptions{Isolation: sql.LevelReadCommitted}) // record locks only: no gap lock on the queue
-	if err != nil {
-		return domain.Target{}, fmt.Errorf("update target %d: %w", id, err)
 	}
 	return out, nil
 }

@@ -35,7 +35,7 @@ func DueRecordBytes(t domain.Target) int {
 		ID: strings.Repeat("0", 36), TargetID: -1, RecipientID: t.RecipientID, Channel: t.Channel,
 		WebhookURL: t.WebhookURL, TemplateID: t.TemplateID, Params: t.Params,
 		DueAt: widest, OccurrenceAt: widest, Sequence: math.MaxUint64, RunID: t.RunID, CreatedAt: widest,
-		SecretRequired: true,
+		SecretRequired: true, TargetVersion: math.MaxUint64,
 	}
 	var pb notiflowv1.NotificationDue
 	fillDue(&pb, &n)

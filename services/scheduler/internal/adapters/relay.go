@@ -55,11 +55,15 @@ func (s *MySQLStore) CommittedUpTo(ctx context.Context) (uint64, error) {
 // Unpublished returns up to limit outbox rows with afterID < id <= upTo,
 // in id order, as notifications (joined with their targets) whose
 // Sequence is the outbox id and whose SecretRequired says whether the
-// target has a webhook signing secret. With upTo from CommittedUpTo, the rows
+// target has a webhook signing secret. TargetVersion is the version the
+// row was claimed under: a row at or below the target's fence_outbox_id
+// was claimed before the target's last change, so it gets a version below
+// the current one (see UpdateTarget). With upTo from CommittedUpTo, the rows
 // returned are all the rows in their id range that will ever exist: a
 // cursor moved past them never skips a row.
 func (s *MySQLStore) Unpublished(ctx context.Context, afterID, upTo uint64, limit int) ([]domain.Notification, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT o.id, o.target_id, o.occurrence_at, o.run_id, o.created_at,
+			IF(o.id <= t.fence_outbox_id, t.version - 1, t.version),
 			t.created_at, t.recipient_id, t.channel, t.webhook_url, t.template_id, t.params,
 			s.target_id IS NOT NULL
 		FROM outbox o JOIN notification_targets t ON t.id = o.target_id
@@ -77,7 +81,7 @@ func (s *MySQLStore) Unpublished(ctx context.Context, afterID, upTo uint64, limi
 			ch            string
 			url, runID    sql.NullString
 		)
-		if err := rows.Scan(&n.Sequence, &n.TargetID, &n.OccurrenceAt, &runID, &n.CreatedAt,
+		if err := rows.Scan(&n.Sequence, &n.TargetID, &n.OccurrenceAt, &runID, &n.CreatedAt, &n.TargetVersion,
 			&targetCreated, &n.RecipientID, &ch, &url, &n.TemplateID, &n.Params, &n.SecretRequired); err != nil {
 			return nil, fmt.Errorf("read unpublished outbox row: %w", err)
 		}

@@ -23,6 +23,9 @@ type TargetStore interface {
 	// UpdateTarget applies change to the locked target and stores the
 	// result's status and next run.
 	UpdateTarget(ctx context.Context, id int64, change func(domain.Target) (domain.Target, error)) (domain.Target, error)
+	// DeletedVersion returns the version of target id if it is deleted
+	// (found false when it does not exist or is not deleted).
+	DeletedVersion(ctx context.Context, id int64) (version uint64, found bool, err error)
 }
 
 // TemplateCatalog answers whether a target may use a template
@@ -81,6 +84,7 @@ type Targets struct {
 	// templates checks template ids and params (CheckTarget); nil: not
 	// checked.
 	templates TemplateCatalog
+	fences  *Fences
 }
 
 // NewTargets returns the targets service; bulk requests carry at most
@@ -110,6 +114,11 @@ func (s *Targets) UseWebhookGuard(g *netguard.Guard, r netguard.Resolver) {
 // UseTemplates makes CheckTarget check template ids and params against c
 // (call it before serving).
 func (s *Targets) UseTemplates(c TemplateCatalog) { s.templates = c }
+
+// UseFences makes every change of a target (Patch, Pause, Resume, Delete)
+// settle its fence through f before it returns (call it before serving).
+// Without it changes are only stored in MySQL.
+func (s *Targets) UseFences(f *Fences) { s.fences = f }
 
 // BulkMax is the most targets one bulk request may carry.
 func (s *Targets) BulkMax() int { return s.bulkMax }
@@ -331,21 +340,56 @@ func (s *Targets) List(ctx context.Context, after int64, limit int) ([]domain.Ta
 	return ts, 0, nil
 }
 
-// Pause stops a target from firing until it is resumed.
+// Pause stops a target from firing until it is resumed. It returns once
+// the target's fence is settled (see Fences): from then on no occurrence
+// of the target claimed before the pause is sent. Pausing a paused target
+// changes nothing and settles the fence again (a retry after
+// ErrFenceNotSettled).
 func (s *Targets) Pause(ctx context.Context, id int64) (domain.Target, error) {
 	now := s.clock().UTC().Truncate(time.Microsecond)
-	return s.store.UpdateTarget(ctx, id, func(t domain.Target) (domain.Target, error) { return t.Pause(now) })
+	t, err := s.store.UpdateTarget(ctx, id, func(t domain.Target) (domain.Target, error) { return t.Pause(now) })
+	if err != nil {
+		return domain.Target{}, err
+	}
+	return t, s.fence(ctx, t)
 }
 
-// Resume re-activates a paused target, computing its next run from now.
+// Resume re-activates a paused target, computing its next run from now,
+// and settles its fence like Pause (occurrences claimed before the pause
+// stay fenced).
 func (s *Targets) Resume(ctx context.Context, id int64) (domain.Target, error) {
 	now := s.clock().UTC().Truncate(time.Microsecond)
-	return s.store.UpdateTarget(ctx, id, func(t domain.Target) (domain.Target, error) { return t.Resume(now) })
+	t, err := s.store.UpdateTarget(ctx, id, func(t domain.Target) (domain.Target, error) { return t.Resume(now) })
+	if err != nil {
+		return domain.Target{}, err
+	}
+	return t, s.fence(ctx, t)
 }
 
-// Delete marks a target deleted.
+// Delete marks a target deleted and returns once its fence is settled
+// (see Pause). Deleting a deleted target answers domain.ErrNotFound like
+// a missing one, but only after settling its fence again (when fences are
+// in use), so that a retry after ErrFenceNotSettled waits again and its
+// answer, 404 included, means that nothing of the target is sent any
+// more.
 func (s *Targets) Delete(ctx context.Context, id int64) error {
 	now := s.clock().UTC().Truncate(time.Microsecond)
-	_, err := s.store.UpdateTarget(ctx, id, func(t domain.Target) (domain.Target, error) { return t.Delete(now) })
-	return err
+	t, err := s.store.UpdateTarget(ctx, id, func(t domain.Target) (domain.Target, error) { return t.Delete(now) })
+	if errors.Is(err, domain.ErrNotFound) && s.fences != nil {
+		v, found, verr := s.store.DeletedVersion(ctx, id)
+		if verr != nil {
+			return verr
+		}
+		if !found {
+			return err
+		}
+		if serr := s.fences.Settle(ctx, id, v); serr != nil {
+			return serr
+		}
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	return s.fence(ctx, t)
 }

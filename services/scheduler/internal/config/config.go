@@ -73,6 +73,14 @@ type Config struct {
 	WebhookSecretGrace time.Duration `env:"NOTIFLOW_WEBHOOK_SECRET_GRACE" default:"24h"`
 	WebhookSecretSync  time.Duration `env:"NOTIFLOW_WEBHOOK_SECRET_SYNC" default:"10s"`
 
+	// Fences (app.Fences): a change of a target (PATCH, pause, resume,
+	// delete) waits at most FenceWait for the sends of the target in
+	// progress before it answers 503; the Redis copy of the fences the
+	// dispatcher checks (under RedisPrefix) is checked and refreshed every
+	// FenceSync (a missing copy stops every send until it is back).
+	FenceWait time.Duration `env:"NOTIFLOW_FENCE_WAIT" default:"5s"`
+	FenceSync time.Duration `env:"NOTIFLOW_FENCE_SYNC" default:"1s"`
+
 	// Dead-letter redrive (POST /admin/dlq/redrive): a dead letter whose
 	// redrive count has reached DLQMaxRedrives is skipped; one call
 	// redrives at most DLQRedriveMax records; a redriven dead letter is
@@ -183,6 +191,12 @@ func (c Config) Validate() error {
 	}
 	if c.BenchSample < 10*time.Millisecond || c.BenchSample > 10*time.Second {
 		add("NOTIFLOW_BENCH_SAMPLE", "must be between 10ms and 10s, got %s", c.BenchSample)
+	}
+	if c.FenceWait < 10*time.Millisecond || c.FenceWait > 5*time.Minute {
+		add("NOTIFLOW_FENCE_WAIT", "must be between 10ms and 5m, got %s", c.FenceWait)
+	}
+	if c.FenceSync < 100*time.Millisecond || c.FenceSync > time.Minute {
+		add("NOTIFLOW_FENCE_SYNC", "must be between 100ms and 1m, got %s", c.FenceSync)
 	}
 	if c.WebhookSecretSync < 100*time.Millisecond || c.WebhookSecretSync > 10*time.Minute {
 		add("NOTIFLOW_WEBHOOK_SECRET_SYNC", "must be between 100ms and 10m, got %s", c.WebhookSecretSync)

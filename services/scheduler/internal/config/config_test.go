@@ -52,7 +52,7 @@ func TestValidate(t *testing.T) {
 		{
 			name: "params that cannot fit a record",
 			give: map[string]string{"NOTIFLOW_API_TOKEN": "x", "NOTIFLOW_MAX_PARAMS_BYTES": "1048576", "NOTIFLOW_KAFKA_MAX_MESSAGE_BYTES": "1000000"},
-			want: []string{"NOTIFLOW_MAX_PARAMS_BYTES: 1048576 lets a notification reach", "set it to at most 996963,"},
+			want: []string{"NOTIFLOW_MAX_PARAMS_BYTES: 1048576 lets a notification reach", "set it to at most 996952,"},
 		},
 		{
 			name: "a record limit too small for any notification",
@@ -122,6 +122,7 @@ func TestDefaults(t *testing.T) {
 		RedisPrefix: "notiflow:", DispatcherGroup: "notiflow-dispatcher", SinkGroup: "notiflow-sink",
 		BenchLead: 5 * time.Second, BenchStall: 60 * time.Second, BenchSample: 250 * time.Millisecond, BenchMaxNotifications: 1000000,
 		WebhookSecretGrace: 24 * time.Hour, WebhookSecretSync: 10 * time.Second, TemplateSync: 10 * time.Second,
+		FenceWait: 5 * time.Second, FenceSync: time.Second,
 		DLQMaxRedrives: 3, DLQRedriveMax: 10000, DLQRedriveMarkTTL: 168 * time.Hour,
 		HTTP: c.HTTP, Kafka: c.Kafka, // lib/obs and lib/kafkax test their own
 	}

@@ -84,6 +84,9 @@ type Notification struct {
 	Sequence  uint64
 	RunID     string
 	CreatedAt time.Time
+	// TargetVersion is the version of the target the occurrence was
+	// claimed under (NotificationDue.target_version).
+	TargetVersion uint64
 	// SecretRequired: the target has its own webhook signing secret, so
 	// the dispatcher must sign with it (NotificationDue.webhook_secret_required).
 	SecretRequired bool

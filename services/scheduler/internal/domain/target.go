@@ -60,6 +60,10 @@ type Target struct {
 	RunID     string
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// Version grows with every change made to the target through the API
+	// (PATCH, pause, resume, delete); an occurrence claimed under an older
+	// version is fenced (see the scheduler README, "Fences").
+	Version uint64
 	// WebhookSecret is the signing secret (whsec_...) a webhook target
 	// gets at creation; it is set only on the target the creating call
 	// returns, never read back.

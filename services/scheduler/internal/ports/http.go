@@ -94,6 +94,7 @@ func (a *API) Register(mux Mux) {
 	mux.Handle("POST /v1/targets/{id}/pause", a.guard.Handle(a.pause))
 	mux.Handle("POST /v1/targets/{id}/resume", a.guard.Handle(a.resume))
 	mux.Handle("DELETE /v1/targets/{id}", a.guard.Handle(a.delete))
+	mux.Handle("PATCH /v1/targets/{id}", a.guard.Handle(a.patch))
 	if a.opts.Parked != nil {
 		mux.Handle("GET /admin/outbox/parked", a.guard.Handle(a.listParked))
 	}
@@ -128,6 +129,8 @@ func apiError(err error) (int, string, bool) {
 		return http.StatusNotFound, "target not found", true
 	case errors.Is(err, domain.ErrConflict):
 		return http.StatusConflict, conflictMessage(err), true
+	case errors.Is(err, app.ErrFenceNotSettled):
+		return http.StatusServiceUnavailable, err.Error() + "; retry the request", true
 	}
 	return 0, "", false
 }
@@ -195,6 +198,8 @@ type targetView struct {
 	Status      string          `json:"status"`
 	CreatedAt   time.Time       `json:"created_at"`
 	UpdatedAt   time.Time       `json:"updated_at"`
+	// Version grows with every change (PATCH, pause, resume, delete).
+	Version uint64 `json:"version"`
 	// WebhookSecret is only in the answer that creates a webhook target.
 	WebhookSecret string `json:"webhook_secret,omitempty"`
 }
@@ -203,7 +208,7 @@ func view(t domain.Target) targetView {
 	v := targetView{
 		ID: t.ID, RecipientID: t.RecipientID, Channel: string(t.Channel), WebhookURL: t.WebhookURL,
 		TemplateID: t.TemplateID, Params: json.RawMessage(t.Params), Cron: t.Schedule.Expr(), TimeZone: t.Schedule.Zone(),
-		NextRunAt: t.NextRunAt, Status: string(t.Status), CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
+		NextRunAt: t.NextRunAt, Status: string(t.Status), CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, Version: max(t.Version, 1),
 	}
 	if t.Schedule.Kind() == domain.KindOnce {
 		due := t.Schedule.DueAt()

@@ -51,8 +51,10 @@ type Service struct {
 	// templates checks and stores managed templates and keeps their Redis
 	// copy (its Run is a helper).
 	templates *app.Templates
-	routes    []string // the patterns registered on mux
-	mux       *http.ServeMux
+	// fences keeps the Redis copy of the target fences in step.
+	fences *app.Fences
+	routes []string // the patterns registered on mux
+	mux    *http.ServeMux
 }
 
 // GCPercent is the garbage-collection target main applies unless GOGC is
@@ -115,6 +117,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 		Grace: cfg.WebhookSecretGrace, SyncEvery: cfg.WebhookSecretSync,
 	}, log)
 	targets.UseSecrets(s.secrets)
+	s.fences = app.NewFences(s.store, adapters.NewFenceCache(s.rdb, cfg.RedisPrefix), app.FencesOptions{
+		Wait: cfg.FenceWait, SyncEvery: cfg.FenceSync,
+	}, log)
+	targets.UseFences(s.fences)
 	hooks, err := netguard.NewGuard(cfg.WebhookAllow)
 	if err != nil {
 		s.close()
@@ -236,7 +242,8 @@ func (s *Service) Handler() http.Handler { return s.mux }
 // finishes its current claim batch, flushes the relay and releases the scan
 // lock (app.Scheduler.Run), and the benchmark service, which stops taking
 // runs and marks the runs it watches failed (benchapp.Service.Run). The
-// webhook secrets sync to Redis (app.WebhookSecrets.Run) is a helper. The
+// webhook secrets and fences syncs to Redis (app.WebhookSecrets.Run,
+// app.Fences.Run) are helpers. The
 // HTTP server then stops, letting in-flight API requests finish, and the
 // Kafka writer, Redis and MySQL are closed last.
 //
@@ -254,7 +261,7 @@ func (s *Service) Run(ctx context.Context, ln net.Listener) error {
 	return svc.Runner{
 		Name: "scheduler", Log: s.log, Health: s.health,
 		Work:     []func(context.Context) error{scan, s.bench.Run},
-		Helpers:  []func(context.Context) error{s.secrets.Run, s.templates.Run},
+		Helpers:  []func(context.Context) error{s.secrets.Run, s.templates.Run, s.fences.Run},
 		Close:    s.close,
 		Listener: ln, Addr: s.cfg.HTTPAddr, Handler: s.mux, HTTP: s.cfg.HTTP,
 		ShutdownTimeout: s.cfg.ShutdownTimeout,

@@ -106,7 +106,7 @@ func TestUpsertAppliesMerge(t *testing.T) {
 	s := openStore(t)
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))
-	statuses := []domain.Status{domain.StatusDelivered, domain.StatusFailed, domain.StatusRateLimited}
+	statuses := []domain.Status{domain.StatusDelivered, domain.StatusFailed, domain.StatusRateLimited, domain.StatusCancelled}
 	var all []*domain.Result
 	for i := range 400 {
 		id := fmt.Sprintf("n%03d", rng.IntN(60))

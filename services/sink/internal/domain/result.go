@@ -18,7 +18,10 @@ const (
 	StatusDelivered   Status = "delivered"
 	StatusFailed      Status = "failed"
 	StatusRateLimited Status = "rate_limited"
-	StatusDuplicate   Status = "duplicate"
+	// StatusCancelled: not sent, its target was changed after the
+	// occurrence was claimed (the target fence).
+	StatusCancelled Status = "cancelled"
+	StatusDuplicate Status = "duplicate"
 	// StatusUnknown is stored when the only result seen is a duplicate
 	// that does not say what the first dispatch recorded.
 	StatusUnknown Status = "unknown"
@@ -67,7 +70,7 @@ func (r *Result) Validate() error {
 		return errors.New("notification id is empty")
 	}
 	switch r.Status {
-	case StatusDelivered, StatusFailed, StatusRateLimited, StatusDuplicate:
+	case StatusDelivered, StatusFailed, StatusRateLimited, StatusCancelled, StatusDuplicate:
 	default:
 		return errors.New("status is unspecified or unknown")
 	}

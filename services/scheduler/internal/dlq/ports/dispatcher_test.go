@@ -3,6 +3,7 @@ package ports_test
 import (
 	"context"
 	"fmt"
+	"github.com/notiflow/notiflow/lib/fence"
 	"net/http"
 	"slices"
 	"strings"
@@ -35,7 +36,12 @@ func TestRedriveThroughDispatcher(t *testing.T) {
 	t.Parallel()
 	const maxRedrives = 2
 	e := newEnv(t, maxRedrives)
-	_, prefix := testkit.Redis(t)
+	rdb, prefix := testkit.Redis(t)
+	// No scheduler runs here, so no target was ever changed: the fences'
+	// copy is complete and empty.
+	if err := fence.MarkSynced(context.Background(), rdb, prefix); err != nil {
+		t.Fatal(err)
+	}
 	results := testkit.Topic(t, e.brokers, 1)
 	var down atomic.Bool
 	down.Store(true)
