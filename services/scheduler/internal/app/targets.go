@@ -84,7 +84,7 @@ type Targets struct {
 	// templates checks template ids and params (CheckTarget); nil: not
 	// checked.
 	templates TemplateCatalog
-	fences  *Fences
+	fences    *Fences
 }
 
 // NewTargets returns the targets service; bulk requests carry at most
