@@ -99,7 +99,8 @@ type fanOut struct {
 // receiver sees no call for that target's occurrence; every occurrence
 // ends in exactly one row, delivered or cancelled, cancelled only for
 // deleted targets, delivered for a deleted target only when its call
-// arrived before the delete was acknowledged.
+// arrived before the delete was acknowledged; every call the receiver got
+// has its row, none came twice, nothing was dead lettered.
 func TestCancelUnderFanOut(t *testing.T) {
 	cancelUnderFanOut(t, fanOut{name: "cancel_fanout", n: 20000, recipients: 2000, latency: 200 * time.Millisecond})
 }
@@ -211,12 +212,19 @@ func cancelUnderFanOut(t *testing.T, f fanOut) {
 	w.settle(4*time.Minute, 3*time.Second)
 
 	target, status, per := w.rows()
-	late, cancelledOpen, deliveredUnsent, badStatus, multi, cancelledReceived := 0, 0, 0, 0, 0, 0
+	late, cancelledOpen, deliveredUnsent, badStatus, cancelledReceived, noRow, repeats := 0, 0, 0, 0, 0, 0, 0
 	calls := map[string]int{}
 	for _, c := range w.recv.Calls() {
 		calls[c.NotificationID]++
+		if calls[c.NotificationID] > 1 {
+			repeats++
+		}
 		tg, ok := target[c.NotificationID]
 		if !ok {
+			noRow++
+			if noRow <= 5 {
+				t.Errorf("the receiver got notification %s, which has no row", c.NotificationID)
+			}
 			continue
 		}
 		if ackAt, deleted := acked[tg]; deleted && !c.At.Before(ackAt) {
@@ -246,15 +254,29 @@ func cancelUnderFanOut(t *testing.T, f fanOut) {
 			badStatus++
 		}
 	}
-	for _, k := range per {
-		if k != 1 {
-			multi++
+	// The sink keeps one row per occurrence (its key), so one row each is
+	// n rows, one for each created target; that no occurrence had two
+	// outcomes shows at the receiver (no repeated call without a crash)
+	// and in the statuses above (no cancelled row for a received call).
+	created := map[int64]bool{}
+	for _, id := range ids {
+		created[id] = true
+	}
+	for _, tg := range target {
+		if !created[tg] {
+			t.Errorf("a row of target %d, which the test did not create", tg)
 		}
 	}
-	if len(per) != n || multi != 0 {
-		t.Errorf("%d occurrences have rows (%d with more than one), want %d with exactly one", len(per), multi, n)
+	if len(per) != n || len(status) != n {
+		t.Errorf("%d occurrences have rows (%d notification ids), want %d", len(per), len(status), n)
 	}
-	if late != 0 || cancelledOpen != 0 || deliveredUnsent != 0 || badStatus != 0 || bad.Load() != 0 {
+	if repeats != 0 && !f.kill {
+		t.Errorf("the receiver got %d repeated calls of one notification without a crash", repeats)
+	}
+	if dl := w.dlq(); len(dl) != 0 {
+		t.Errorf("%d records dead lettered, want none (first reason: %s)", len(dl), harnessHeader(dl[0].Headers, "dlq-error"))
+	}
+	if late != 0 || cancelledOpen != 0 || deliveredUnsent != 0 || badStatus != 0 || bad.Load() != 0 || noRow != 0 {
 		t.Errorf("%d calls after acknowledgement, %d cancelled rows of targets not deleted, %d delivered rows never received, %d rows neither delivered nor cancelled, %d failed deletes",
 			late, cancelledOpen, deliveredUnsent, badStatus, bad.Load())
 	}
@@ -262,10 +284,10 @@ func cancelUnderFanOut(t *testing.T, f fanOut) {
 		t.Errorf("no occurrence was cancelled: the deletes did not race the fan-out (%d of %d sent before the first)", callsAtCancel, n)
 	}
 	t.Logf("fan-out %d (%d recipients, provider %s, 2 dispatchers x 64 workers, kill %v): %d deletes in %s (ack latency p50 %s p99 %s max %s, %d repeated after 503); "+
-		"%d calls before the first delete; rows: %v (%d cancelled ones received from the killed dispatcher); receiver calls %d; test %s",
+		"%d calls before the first delete; rows: %v (%d cancelled ones received from the killed dispatcher); receiver calls %d (%d repeated); test %s",
 		n, f.recipients, f.latency, f.kill, len(acked), cancelDur.Round(time.Millisecond), percentile(lat, .5).Round(time.Millisecond),
 		percentile(lat, .99).Round(time.Millisecond), percentile(lat, 1).Round(time.Millisecond), retried.Load(), callsAtCancel, counts, cancelledReceived, len(w.recv.Calls()),
-		time.Since(start).Round(time.Second))
+		repeats, time.Since(start).Round(time.Second))
 }
 
 // TestPatchEndToEnd: a cron target's occurrence is claimed and published
