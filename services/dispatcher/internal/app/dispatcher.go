@@ -352,7 +352,10 @@ func (d *Dispatcher) send(ctx context.Context, due *notiflowv1.NotificationDue, 
 					d.exitSend(ctx, ref, token)
 				}
 			}()
-			ctx = domain.WithSendGate(ctx, func(ctx context.Context) error { return d.fence.Recheck(ctx, ref, token) })
+			ctx = domain.WithSendGate(ctx, domain.SendGate{
+				Check: func(ctx context.Context) error { return d.fence.Recheck(ctx, ref, token) },
+				Leave: func(ctx context.Context) { d.exitSend(ctx, ref, token) },
+			})
 		}
 	}
 	if err != nil {

@@ -178,3 +178,52 @@ func TestFencesFailClosed(t *testing.T) {
 		t.Fatalf("calls: f1 %d, o1 %d, want 0 and 1", callsOf(rcv, "f1"), callsOf(rcv, "o1"))
 	}
 }
+
+// A send waiting between two webhook attempts is not in progress: a
+// change of its target raised during the backoff settles the way the
+// scheduler settles it (fence.Raise, then fence.Inflight down to zero)
+// well within the backoff, and no attempt reaches the receiver after the
+// fence.
+func TestFenceSettlesDuringWebhookBackoff(t *testing.T) {
+	t.Parallel()
+	const backoff = 4 * time.Second
+	e := newEnv(t, func(c *config.Config) {
+		c.WebhookBackoffMin, c.WebhookBackoffMax = backoff, backoff
+	})
+	rdb := redis.NewClient(&redis.Options{Addr: e.cfg.RedisAddr})
+	defer rdb.Close()
+	ctx := context.Background()
+	p := e.cfg.RedisPrefix
+	rcv := testkit.NewReceiver(t, func(testkit.Call, int) int { return http.StatusServiceUnavailable })
+	e.start(t)
+	e.produce(t, fenced("backoff", "a", 801, 3, rcv.URL+"/b"))
+	// The first attempt was answered 503: the dispatcher is (about to be)
+	// in its backoff.
+	testkit.Eventually(t, 30*time.Second, func() error {
+		if n := callsOf(rcv, "backoff"); n != 1 {
+			return testkit.Errorf("%d call(s), want 1", n)
+		}
+		return nil
+	})
+	if err := fence.Raise(ctx, rdb, p, 801, 4); err != nil {
+		t.Fatal(err)
+	}
+	raised := time.Now()
+	testkit.Eventually(t, backoff/4, func() error {
+		if n, err := fence.Inflight(ctx, rdb, p, 801); err != nil || n != 0 {
+			return testkit.Errorf("%d send(s) of the target in progress (%v)", n, err)
+		}
+		return nil
+	})
+	settled := time.Since(raised)
+	rs := e.waitResults(t, 1, 60*time.Second)
+	if rs[0].Status != notiflowv1.Status_STATUS_CANCELLED || rs[0].Attempts != 1 {
+		t.Fatalf("result: %s after %d attempt(s) (%s), want CANCELLED after 1", rs[0].Status, rs[0].Attempts, rs[0].Error)
+	}
+	if n := callsOf(rcv, "backoff"); n != 1 {
+		t.Fatalf("the receiver saw %d call(s), want 1 (none after the fence, settled in %s)", n, settled)
+	}
+	if n := len(e.dlq.Records()); n != 0 {
+		t.Errorf("%d dead letters, want none", n)
+	}
+}
