@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/notiflow/notiflow/lib/fence"
+	"github.com/notiflow/notiflow/lib/templates"
 	"github.com/notiflow/notiflow/lib/testkit"
 	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
 	"github.com/notiflow/notiflow/services/dispatcher/internal/config"
@@ -225,5 +226,51 @@ func TestFenceSettlesDuringWebhookBackoff(t *testing.T) {
 	}
 	if n := len(e.dlq.Records()); n != 0 {
 		t.Errorf("%d dead letters, want none", n)
+	}
+}
+
+// A record whose managed template was deleted (as a target's delete may
+// take its template along) is CANCELLED, not FAILED, when its target's
+// fence stands above it: nothing dead-lettered. The same record of a
+// target without a fence still fails with the reason and a dead letter.
+func TestFenceCancelsARecordWhoseTemplateIsGone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	rcv := testkit.NewReceiver(t, nil)
+	rdb := redis.NewClient(&redis.Options{Addr: e.cfg.RedisAddr})
+	defer rdb.Close()
+	ctx := context.Background()
+	p := e.cfg.RedisPrefix
+	tpl := templates.Template{Name: "gone", Body: "Hi {{.n}}", Params: []string{"n"}, Version: 1}
+	if err := templates.Store(ctx, rdb, p, tpl); err != nil {
+		t.Fatal(err)
+	}
+	tpl.Version, tpl.Deleted = 2, true
+	if err := templates.Store(ctx, rdb, p, tpl); err != nil {
+		t.Fatal(err)
+	}
+	if err := fence.Raise(ctx, rdb, p, 901, 2); err != nil {
+		t.Fatal(err)
+	}
+	cut, open := fenced("cut", "a", 901, 1, rcv.URL+"/a"), fenced("open", "b", 902, 1, rcv.URL+"/b")
+	cut.TemplateId, open.TemplateId = "gone", "gone"
+	e.start(t)
+	e.produce(t, cut, open)
+	rs := byID(e.waitResults(t, 2, 60*time.Second))
+	if r := rs["cut"]; len(r) != 1 || r[0].Status != notiflowv1.Status_STATUS_CANCELLED {
+		t.Fatalf("fenced record: %v, want one CANCELLED result", r)
+	}
+	if r := rs["open"]; len(r) != 1 || r[0].Status != notiflowv1.Status_STATUS_FAILED || !contains(r[0].Error, "gone") {
+		t.Fatalf("unfenced record: %v, want one FAILED result naming the template", r)
+	}
+	// Both results are out, so are the dead letters written before them.
+	if n, err := dispatchtest.EndOffsets(ctx, e.cfg.Kafka.Brokers, e.cfg.Kafka.TopicDLQ, 1); err != nil || n != 1 {
+		t.Fatalf("%d dead letter(s) (%v), want 1 (the unfenced record's)", n, err)
+	}
+	if dl := e.dlq.WaitLen(t, 1, 30*time.Second); dl[0].Key != "b" {
+		t.Fatalf("dead letter of key %q, want the unfenced record's (b)", dl[0].Key)
+	}
+	if n := len(rcv.Calls()); n != 0 {
+		t.Errorf("%d call(s), want none", n)
 	}
 }
