@@ -17,7 +17,9 @@
 // complete yet) nothing can be judged and a sender must wait: fences fail
 // closed. A sender registers itself in the in-flight set in the same atomic
 // step as its check (Enter, or a script embedding CheckLua), and leaves it
-// when the provider call returned (Exit); the scheduler, after raising a
+// when the provider call returned (Exit), also before each wait between
+// two attempts (a retry enters again, checking the fence anew, so no
+// attempt starts after a fence unseen); the scheduler, after raising a
 // fence, waits until the set holds no live member (Inflight) before it
 // acknowledges the change. Times in the set are Redis's own clock (TIME),
 // so no two hosts' clocks are compared.
@@ -94,6 +96,22 @@ return 'open'
 func Enter(ctx context.Context, rdb redis.Scripter, prefix string, targetID, version uint64, member string, ttlMS int64) (string, error) {
 	v, err := enterScript.Run(ctx, rdb, []string{Key(prefix, targetID), SyncedKey(prefix), InflightKey(prefix, targetID)},
 		version, member, max(ttlMS, 1)).Text()
+	if err != nil {
+		return "", fmt.Errorf("check the fence of target %d: %w", targetID, err)
+	}
+	return v, nil
+}
+
+var checkScript = redis.NewScript(CheckLua + `
+return fence_check(KEYS[1], KEYS[2], ARGV[1]) or 'open'
+`)
+
+// Check checks the fence of target for a record of version without
+// registering anything (for a record that will not be sent whatever the
+// answer, to tell CANCELLED from FAILED). It answers Open, Fenced or
+// Unsynced.
+func Check(ctx context.Context, rdb redis.Scripter, prefix string, targetID, version uint64) (string, error) {
+	v, err := checkScript.Run(ctx, rdb, []string{Key(prefix, targetID), SyncedKey(prefix)}, version).Text()
 	if err != nil {
 		return "", fmt.Errorf("check the fence of target %d: %w", targetID, err)
 	}

@@ -169,3 +169,34 @@ func TestRenewSends(t *testing.T) {
 		return nil
 	})
 }
+
+// Fenced reads a fence without claiming or registering anything: an error
+// without the marker, false for a record at or above the fence (or of a
+// target without one), true below it.
+func TestFencedReadsOnly(t *testing.T) {
+	t.Parallel()
+	s, rdb, _ := testStore(t, StoreOptions{})
+	ctx := context.Background()
+	p := s.opt.Prefix
+	if _, err := s.Fenced(ctx, domain.FenceRef{TargetID: 21, Version: 1}); err == nil {
+		t.Fatal("no marker: Fenced judged the record, want an error")
+	}
+	if err := fence.MarkSynced(ctx, rdb, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := fence.Raise(ctx, rdb, p, 21, 3); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		ref  domain.FenceRef
+		want bool
+	}{{domain.FenceRef{TargetID: 21, Version: 2}, true}, {domain.FenceRef{TargetID: 21, Version: 3}, false}, {domain.FenceRef{TargetID: 22, Version: 0}, false}} {
+		got, err := s.Fenced(ctx, c.ref)
+		if err != nil || got != c.want {
+			t.Errorf("%+v: fenced %v (%v), want %v", c.ref, got, err, c.want)
+		}
+	}
+	if n, err := fence.Inflight(ctx, rdb, p, 21); err != nil || n != 0 {
+		t.Errorf("%d send(s) registered after Fenced (%v), want none", n, err)
+	}
+}

@@ -231,6 +231,20 @@ func (s *Store) Recheck(ctx context.Context, f domain.FenceRef, token string) er
 	return nil
 }
 
+// Fenced reports whether f's record is below its target's fence, reading
+// the fence only (nothing claimed or registered); an error when the fence
+// cannot be judged (Redis failing, the fences' copy incomplete).
+func (s *Store) Fenced(ctx context.Context, f domain.FenceRef) (bool, error) {
+	v, err := fence.Check(ctx, s.rdb, s.opt.Prefix, f.TargetID, f.Version)
+	switch {
+	case err != nil:
+		return false, err
+	case v == fence.Unsynced:
+		return false, fmt.Errorf("check the fence of target %d: the copy of the fences in redis is incomplete", f.TargetID)
+	}
+	return v == fence.Fenced, nil
+}
+
 // RenewSends extends the registrations of sends in progress (token ->
 // target id) for another in-flight TTL.
 func (s *Store) RenewSends(ctx context.Context, sends map[string]uint64) error {

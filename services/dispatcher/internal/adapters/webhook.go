@@ -148,8 +148,10 @@ func failed(attempts uint32, code int, err string) domain.Outcome {
 // DELIVERED on a 2xx, FAILED (with DeadLetter set) on a final answer or when
 // the retry budget is spent, CANCELLED when the send gate of ctx
 // (domain.WithSendGate), checked before every retry, says the target is
-// fenced; a gate that cannot judge is a failed attempt (nothing sent). It returns an error only when ctx ended first;
-// a request may have reached the receiver by then.
+// fenced; a gate that cannot judge is a failed attempt (nothing sent). The
+// gate is left (domain.LeaveSend) before every wait between attempts. It
+// returns an error only when ctx ended first; a request may have reached
+// the receiver by then.
 func (w *Webhook) Send(ctx context.Context, due *notiflowv1.NotificationDue, body string) (domain.Outcome, error) {
 	u, err := url.Parse(due.WebhookUrl)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
@@ -230,6 +232,11 @@ func (w *Webhook) Send(ctx context.Context, due *notiflowv1.NotificationDue, bod
 		if time.Now().Add(wait).After(deadline) {
 			return failed(attempts, lastCode, fmt.Sprintf("webhook gave up after %d attempt(s) in %s: %s", attempts, w.opt.MaxElapsed, lastErr)), nil
 		}
+		// No attempt is in progress while we wait: leave the in-flight
+		// registration, so that a change of the target is acknowledged
+		// without waiting for the backoff; the check before the next
+		// attempt enters again atomically with the fence check.
+		domain.LeaveSend(ctx)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

@@ -32,6 +32,33 @@ func failure(reason string) domain.Outcome {
 	return domain.Outcome{Status: notiflowv1.Status_STATUS_FAILED, Err: reason, DeadLetter: true}
 }
 
+// renderFailed is the outcome of due, whose template could not be
+// rendered (reason, final): CANCELLED like at the claim when its target's
+// fence stands above it (its target was changed or deleted, and a deleted
+// target's managed template may be gone too), else FAILED with a dead
+// letter. The fence is only read, nothing is claimed or registered; an
+// incomplete copy of the fences or Redis failing is waited out (fences
+// fail closed). It returns an error only when ctx ends.
+func (d *Dispatcher) renderFailed(ctx context.Context, due *notiflowv1.NotificationDue, reason error) (domain.Outcome, error) {
+	if d.fence == nil {
+		return failure(reason.Error()), nil
+	}
+	ref := domain.FenceRef{TargetID: due.TargetId, Version: due.TargetVersion}
+	var fenced bool
+	err := d.retry(ctx, "redis", "check fence", func(ctx context.Context) (err error) {
+		fenced, err = d.fence.Fenced(ctx, ref)
+		return err
+	})
+	switch {
+	case err != nil:
+		return domain.Outcome{}, err
+	case fenced:
+		d.m.Fenced.Inc()
+		return cancelled(0, ""), nil
+	}
+	return failure(reason.Error()), nil
+}
+
 // claim claims due, waiting while Redis is unavailable, while another
 // worker holds the notification (until that claim is done or expires) and,
 // when the claim is Deferred, until the recipient's next rate window opens

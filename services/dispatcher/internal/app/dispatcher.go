@@ -45,6 +45,10 @@ type SendFence interface {
 	// registration: nil, an error wrapping domain.ErrFenced, or another
 	// error when the fence cannot be judged.
 	Recheck(ctx context.Context, f domain.FenceRef, token string) error
+	// Fenced reports whether f's record is below its target's fence,
+	// without claiming or registering anything; an error when the fence
+	// cannot be judged.
+	Fenced(ctx context.Context, f domain.FenceRef) (bool, error)
 	// ExitSend ends token's registration as a send in progress of target.
 	ExitSend(ctx context.Context, targetID uint64, token string) error
 	// RenewSends extends the registrations of sends in progress (token ->
@@ -235,7 +239,9 @@ func (d *Dispatcher) unhold(token string) {
 // acknowledged by Kafka (and, when it failed for good, its dead letter):
 //
 //  1. render the template (built-in, file or managed; an unknown template
-//     or a render failure: FAILED result plus dead letter; the managed
+//     or a render failure: FAILED result plus dead letter, or CANCELLED
+//     when the target's fence, then read, is above the record, as after
+//     a delete that took its managed template along; the managed
 //     templates' store failing is waited out);
 //  2. claim the notification in Redis, checking the target's fence and the
 //     recipient's rate limit in the same script: already done gives a
@@ -320,7 +326,8 @@ func (d *Dispatcher) dispatch(ctx context.Context, due *notiflowv1.NotificationD
 		return domain.Outcome{}, "", nil, err
 	}
 	if renderErr != nil {
-		return failure(renderErr.Error()), version, nil, nil
+		out, err := d.renderFailed(ctx, due, renderErr)
+		return out, version, nil, err
 	}
 	out, remembered, err := d.send(ctx, due, body)
 	return out, version, remembered, err
@@ -352,7 +359,10 @@ func (d *Dispatcher) send(ctx context.Context, due *notiflowv1.NotificationDue, 
 					d.exitSend(ctx, ref, token)
 				}
 			}()
-			ctx = domain.WithSendGate(ctx, func(ctx context.Context) error { return d.fence.Recheck(ctx, ref, token) })
+			ctx = domain.WithSendGate(ctx, domain.SendGate{
+				Check: func(ctx context.Context) error { return d.fence.Recheck(ctx, ref, token) },
+				Leave: func(ctx context.Context) { d.exitSend(ctx, ref, token) },
+			})
 		}
 	}
 	if err != nil {

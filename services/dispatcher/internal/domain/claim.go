@@ -52,21 +52,39 @@ var ErrFenced = errors.New("target fenced: changed, paused or deleted after this
 
 type gateKey struct{}
 
-// WithSendGate returns ctx carrying gate, which a provider that makes
-// more than one attempt calls before each attempt after the first: nil
-// means go on (and keeps the send registered in flight), ErrFenced means
-// stop and record CANCELLED, any other error means the fence could not be
-// checked (do not send now; treat it like a failed attempt).
-func WithSendGate(ctx context.Context, gate func(context.Context) error) context.Context {
+// SendGate is what a provider that makes more than one attempt consults
+// between attempts (see WithSendGate).
+type SendGate struct {
+	// Check is called before each attempt after the first: nil means go
+	// on (the send is registered in flight again, atomically with the
+	// check), ErrFenced means stop and record CANCELLED, any other error
+	// means the fence could not be checked (do not send now; treat it like
+	// a failed attempt).
+	Check func(context.Context) error
+	// Leave ends the send's registration in flight; it is called before
+	// each wait between attempts, so that a change of the target waits
+	// for an attempt in progress, never for a backoff. It may be nil.
+	Leave func(context.Context)
+}
+
+// WithSendGate returns ctx carrying gate.
+func WithSendGate(ctx context.Context, gate SendGate) context.Context {
 	return context.WithValue(ctx, gateKey{}, gate)
 }
 
-// CheckSendGate calls ctx's send gate (nil when ctx has none).
+// CheckSendGate calls ctx's gate's Check (nil when ctx has none).
 func CheckSendGate(ctx context.Context) error {
-	if g, ok := ctx.Value(gateKey{}).(func(context.Context) error); ok {
-		return g(ctx)
+	if g, ok := ctx.Value(gateKey{}).(SendGate); ok && g.Check != nil {
+		return g.Check(ctx)
 	}
 	return nil
+}
+
+// LeaveSend calls ctx's gate's Leave, if any.
+func LeaveSend(ctx context.Context) {
+	if g, ok := ctx.Value(gateKey{}).(SendGate); ok && g.Leave != nil {
+		g.Leave(ctx)
+	}
 }
 
 // Claim is the answer to a claim attempt.

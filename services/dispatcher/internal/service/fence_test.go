@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/notiflow/notiflow/lib/fence"
+	"github.com/notiflow/notiflow/lib/templates"
 	"github.com/notiflow/notiflow/lib/testkit"
 	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
 	"github.com/notiflow/notiflow/services/dispatcher/internal/config"
@@ -176,5 +177,100 @@ func TestFencesFailClosed(t *testing.T) {
 	}
 	if callsOf(rcv, "f1") != 0 || callsOf(rcv, "o1") != 1 {
 		t.Fatalf("calls: f1 %d, o1 %d, want 0 and 1", callsOf(rcv, "f1"), callsOf(rcv, "o1"))
+	}
+}
+
+// A send waiting between two webhook attempts is not in progress: a
+// change of its target raised during the backoff settles the way the
+// scheduler settles it (fence.Raise, then fence.Inflight down to zero)
+// well within the backoff, and no attempt reaches the receiver after the
+// fence.
+func TestFenceSettlesDuringWebhookBackoff(t *testing.T) {
+	t.Parallel()
+	const backoff = 4 * time.Second
+	e := newEnv(t, func(c *config.Config) {
+		c.WebhookBackoffMin, c.WebhookBackoffMax = backoff, backoff
+	})
+	rdb := redis.NewClient(&redis.Options{Addr: e.cfg.RedisAddr})
+	defer rdb.Close()
+	ctx := context.Background()
+	p := e.cfg.RedisPrefix
+	rcv := testkit.NewReceiver(t, func(testkit.Call, int) int { return http.StatusServiceUnavailable })
+	e.start(t)
+	e.produce(t, fenced("backoff", "a", 801, 3, rcv.URL+"/b"))
+	// The first attempt was answered 503: the dispatcher is (about to be)
+	// in its backoff.
+	testkit.Eventually(t, 30*time.Second, func() error {
+		if n := callsOf(rcv, "backoff"); n != 1 {
+			return testkit.Errorf("%d call(s), want 1", n)
+		}
+		return nil
+	})
+	if err := fence.Raise(ctx, rdb, p, 801, 4); err != nil {
+		t.Fatal(err)
+	}
+	raised := time.Now()
+	testkit.Eventually(t, backoff/4, func() error {
+		if n, err := fence.Inflight(ctx, rdb, p, 801); err != nil || n != 0 {
+			return testkit.Errorf("%d send(s) of the target in progress (%v)", n, err)
+		}
+		return nil
+	})
+	settled := time.Since(raised)
+	rs := e.waitResults(t, 1, 60*time.Second)
+	if rs[0].Status != notiflowv1.Status_STATUS_CANCELLED || rs[0].Attempts != 1 {
+		t.Fatalf("result: %s after %d attempt(s) (%s), want CANCELLED after 1", rs[0].Status, rs[0].Attempts, rs[0].Error)
+	}
+	if n := callsOf(rcv, "backoff"); n != 1 {
+		t.Fatalf("the receiver saw %d call(s), want 1 (none after the fence, settled in %s)", n, settled)
+	}
+	if n := len(e.dlq.Records()); n != 0 {
+		t.Errorf("%d dead letters, want none", n)
+	}
+}
+
+// A record whose managed template was deleted (as a target's delete may
+// take its template along) is CANCELLED, not FAILED, when its target's
+// fence stands above it: nothing dead-lettered. The same record of a
+// target without a fence still fails with the reason and a dead letter.
+func TestFenceCancelsARecordWhoseTemplateIsGone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	rcv := testkit.NewReceiver(t, nil)
+	rdb := redis.NewClient(&redis.Options{Addr: e.cfg.RedisAddr})
+	defer rdb.Close()
+	ctx := context.Background()
+	p := e.cfg.RedisPrefix
+	tpl := templates.Template{Name: "gone", Body: "Hi {{.n}}", Params: []string{"n"}, Version: 1}
+	if err := templates.Store(ctx, rdb, p, tpl); err != nil {
+		t.Fatal(err)
+	}
+	tpl.Version, tpl.Deleted = 2, true
+	if err := templates.Store(ctx, rdb, p, tpl); err != nil {
+		t.Fatal(err)
+	}
+	if err := fence.Raise(ctx, rdb, p, 901, 2); err != nil {
+		t.Fatal(err)
+	}
+	cut, open := fenced("cut", "a", 901, 1, rcv.URL+"/a"), fenced("open", "b", 902, 1, rcv.URL+"/b")
+	cut.TemplateId, open.TemplateId = "gone", "gone"
+	e.start(t)
+	e.produce(t, cut, open)
+	rs := byID(e.waitResults(t, 2, 60*time.Second))
+	if r := rs["cut"]; len(r) != 1 || r[0].Status != notiflowv1.Status_STATUS_CANCELLED {
+		t.Fatalf("fenced record: %v, want one CANCELLED result", r)
+	}
+	if r := rs["open"]; len(r) != 1 || r[0].Status != notiflowv1.Status_STATUS_FAILED || !contains(r[0].Error, "gone") {
+		t.Fatalf("unfenced record: %v, want one FAILED result naming the template", r)
+	}
+	// Both results are out, so are the dead letters written before them.
+	if n, err := dispatchtest.EndOffsets(ctx, e.cfg.Kafka.Brokers, e.cfg.Kafka.TopicDLQ, 1); err != nil || n != 1 {
+		t.Fatalf("%d dead letter(s) (%v), want 1 (the unfenced record's)", n, err)
+	}
+	if dl := e.dlq.WaitLen(t, 1, 30*time.Second); dl[0].Key != "b" {
+		t.Fatalf("dead letter of key %q, want the unfenced record's (b)", dl[0].Key)
+	}
+	if n := len(rcv.Calls()); n != 0 {
+		t.Errorf("%d call(s), want none", n)
 	}
 }

@@ -77,8 +77,11 @@ type Config struct {
 	// delete) waits at most FenceWait for the sends of the target in
 	// progress before it answers 503; the Redis copy of the fences the
 	// dispatcher checks (under RedisPrefix) is checked and refreshed every
-	// FenceSync (a missing copy stops every send until it is back).
-	FenceWait time.Duration `env:"NOTIFLOW_FENCE_WAIT" default:"5s"`
+	// FenceSync (a missing copy stops every send until it is back). The
+	// default wait is above the dispatcher's default webhook attempt
+	// timeout (NOTIFLOW_WEBHOOK_TIMEOUT, 5s), so that a change waits out an
+	// attempt in progress instead of answering 503.
+	FenceWait time.Duration `env:"NOTIFLOW_FENCE_WAIT" default:"8s"`
 	FenceSync time.Duration `env:"NOTIFLOW_FENCE_SYNC" default:"1s"`
 
 	// Dead-letter redrive (POST /admin/dlq/redrive): a dead letter whose

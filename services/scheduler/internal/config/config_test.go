@@ -122,7 +122,7 @@ func TestDefaults(t *testing.T) {
 		RedisPrefix: "notiflow:", DispatcherGroup: "notiflow-dispatcher", SinkGroup: "notiflow-sink",
 		BenchLead: 5 * time.Second, BenchStall: 60 * time.Second, BenchSample: 250 * time.Millisecond, BenchMaxNotifications: 1000000,
 		WebhookSecretGrace: 24 * time.Hour, WebhookSecretSync: 10 * time.Second, TemplateSync: 10 * time.Second,
-		FenceWait: 5 * time.Second, FenceSync: time.Second,
+		FenceWait: 8 * time.Second, FenceSync: time.Second,
 		DLQMaxRedrives: 3, DLQRedriveMax: 10000, DLQRedriveMarkTTL: 168 * time.Hour,
 		HTTP: c.HTTP, Kafka: c.Kafka, // lib/obs and lib/kafkax test their own
 	}
