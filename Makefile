@@ -109,6 +109,6 @@ demo: bench-tool
 bench-tool:
 	@mkdir -p bin && cd bench && $(GO) build -o ../bin/notiflow-bench ./cmd/notiflow-bench
 
-## test-chaos: every fault-injection scenario against the running trio (bench/results/chaos-latest.json)
+## test-chaos: every fault-injection scenario and the fence end-to-end tests against the running trio (bench/results/chaos-latest.json)
 test-chaos: deps
-	@set -o pipefail; cd bench && $(TEST_ENV) NOTIFLOW_CHAOS=all $(GO) test -count=1 -timeout 90m -run TestChaos -v ./chaos/ 2>&1 | grep -v '^=== '
+	@set -o pipefail; cd bench && $(TEST_ENV) NOTIFLOW_CHAOS=all $(GO) test -count=1 -timeout 90m -run 'TestChaos|TestCancel|TestPatchEndToEnd' -v ./chaos/ 2>&1 | grep -v '^=== '

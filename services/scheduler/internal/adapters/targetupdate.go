@@ -1,7 +1,6 @@
 package adapters
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -125,7 +124,5 @@ func (s *MySQLStore) UpdateTarget(ctx context.Context, id int64, change func(dom
 // unchanged reports whether next stores exactly what cur holds.
 func unchanged(cur, next domain.Target) bool {
 	return next.Status == cur.Status && next.NextRunAt.Equal(cur.NextRunAt) && next.UpdatedAt.Equal(cur.UpdatedAt) &&
-		next.WebhookURL == cur.WebhookURL && next.TemplateID == cur.TemplateID && bytes.Equal(next.Params, cur.Params) &&
-		next.Schedule.Kind() == cur.Schedule.Kind() && next.Schedule.Expr() == cur.Schedule.Expr() &&
-		next.Schedule.Zone() == cur.Schedule.Zone() && next.Schedule.DueAt().Equal(cur.Schedule.DueAt())
+		next.SameDefinition(cur)
 }

@@ -112,13 +112,18 @@ func (s *MySQLStore) CreateTemplate(ctx context.Context, t templates.Template, n
 	})
 }
 
-// UpdateTemplate implements app.TemplateStore.
+// UpdateTemplate implements app.TemplateStore: in the transaction that
+// locks the template's row, live targets are checked against the new
+// version (checkLiveTargets).
 func (s *MySQLStore) UpdateTemplate(ctx context.Context, t templates.Template, now time.Time) (app.TemplateRecord, error) {
 	return s.changeTemplate(ctx, "update", t.Name, func(tx *sql.Tx, cur app.TemplateRecord, found bool) (app.TemplateRecord, error) {
 		if !found || cur.Deleted {
 			return cur, fmt.Errorf("%w: %q", app.ErrTemplateNotFound, t.Name)
 		}
 		t.Deleted, t.Version = false, cur.Version+1
+		if err := checkLiveTargets(ctx, tx, t); err != nil {
+			return cur, err
+		}
 		rec := app.TemplateRecord{Template: t, CreatedAt: cur.CreatedAt, UpdatedAt: now}
 		return rec, writeTemplate(ctx, tx, false, rec)
 	})

@@ -107,7 +107,7 @@ func (f *Fences) Settle(ctx context.Context, targetID int64, version uint64) err
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("%w: write the fence of target %d: %v", ErrFenceNotSettled, targetID, err)
+		return fmt.Errorf("%w: write the fence of target %d: %w", ErrFenceNotSettled, targetID, err)
 	}
 	for {
 		n, err := f.cache.Inflight(wctx, targetID)
@@ -119,7 +119,7 @@ func (f *Fences) Settle(ctx context.Context, targetID int64, version uint64) err
 		}
 		if time.Now().Add(f.opt.Poll).After(deadline) {
 			if err != nil {
-				return fmt.Errorf("%w: count the sends in progress of target %d: %v", ErrFenceNotSettled, targetID, err)
+				return fmt.Errorf("%w: count the sends in progress of target %d: %w", ErrFenceNotSettled, targetID, err)
 			}
 			return fmt.Errorf("%w: %d send(s) of target %d still in progress after %s", ErrFenceNotSettled, n, targetID, f.opt.Wait)
 		}

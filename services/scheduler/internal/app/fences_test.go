@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"errors"
+	"net"
 	"testing"
 	"time"
 
@@ -115,8 +116,14 @@ func TestChangesSettleTheirFence(t *testing.T) {
 	defer down.Close()
 	other := app.NewTargets(store, domain.Limits{MaxParamsBytes: 1024}, 100, nil)
 	other.UseFences(app.NewFences(store, adapters.NewFenceCache(down, prefix), app.FencesOptions{Wait: 300 * time.Millisecond}, nil))
-	if _, err := other.Pause(ctx, tg2.ID); !errors.Is(err, app.ErrFenceNotSettled) {
+	_, err = other.Pause(ctx, tg2.ID)
+	if !errors.Is(err, app.ErrFenceNotSettled) {
 		t.Fatalf("pause with redis down: %v, want ErrFenceNotSettled", err)
+	}
+	// The cause is wrapped too: a caller can tell a network failure.
+	var nerr net.Error
+	if !errors.As(err, &nerr) {
+		t.Fatalf("pause with redis down: %v (%T) does not wrap its network error", err, errors.Unwrap(err))
 	}
 	if got, _ := targets.Get(ctx, tg2.ID); got.Status != domain.StatusPaused {
 		t.Fatalf("the pause did not stand: %s", got.Status)

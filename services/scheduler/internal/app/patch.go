@@ -28,10 +28,15 @@ type TargetPatch struct {
 // when the patch changes the template, params or webhook URL), so a patch
 // cannot store what a create would refuse. An active target's next run is computed from now under the
 // new schedule and its due-queue entry moves with it; a paused one stays
-// paused. Every patch raises the target's version, so every occurrence
-// claimed under the old version that has not been sent yet is fenced
-// (recorded CANCELLED, never sent; see Fences): Patch returns once that
-// fence holds, like Delete and Pause. A target that is done (a one-shot
+// paused. Every patch that changes the target raises its version, so
+// every occurrence claimed under the old version that has not been sent
+// yet is fenced (recorded CANCELLED, never sent; see Fences): Patch
+// returns once that fence holds, like Delete and Pause. A patch whose
+// merged target has the definition (webhook URL, template, params,
+// schedule) the target already holds, such as a repeat, changes nothing:
+// the stored target is returned as it is (same version, next run and
+// updated_at) and nothing is fenced; its fence is still settled, so a
+// repeat of a change that answered ErrFenceNotSettled waits again. A target that is done (a one-shot
 // that fired, a cron without further slots) cannot be patched
 // (domain.ErrConflict). Errors are *domain.ValidationError for bad input.
 func (s *Targets) Patch(ctx context.Context, id int64, p TargetPatch) (domain.Target, error) {
@@ -50,6 +55,13 @@ func (s *Targets) Patch(ctx context.Context, id int64, p TargetPatch) (domain.Ta
 			if err := s.CheckTarget(ctx, next); err != nil {
 				return cur, err
 			}
+		}
+		if next.SameDefinition(cur) {
+			// A repeat (or a patch that gives what the target already
+			// holds): nothing changes, not even the next run of a cron
+			// target that is due but not claimed yet, so no version is
+			// raised and nothing claimed is fenced.
+			return cur, nil
 		}
 		next.ID, next.RunID, next.CreatedAt, next.Version = cur.ID, cur.RunID, cur.CreatedAt, cur.Version
 		if cur.Status == domain.StatusPaused {

@@ -22,6 +22,11 @@ var (
 	// ErrTemplateInUse: a delete of a template that live (active or
 	// paused) targets still name; the message says how many.
 	ErrTemplateInUse = errors.New("template in use")
+	// ErrTemplateBreaksTargets: an update whose new version live (active
+	// or paused) targets of the template would fail at send time with (a
+	// channel binding other than theirs, or params they lack); the
+	// message names the problem, how many targets and the first ids.
+	ErrTemplateBreaksTargets = errors.New("template update breaks live targets")
 )
 
 // TemplateRecord is a managed template as stored.
@@ -38,7 +43,9 @@ type TemplateStore interface {
 	// (ErrTemplateExists when a live template has the name).
 	CreateTemplate(ctx context.Context, t templates.Template, now time.Time) (TemplateRecord, error)
 	// UpdateTemplate replaces the live template t.Name with t, one version
-	// up (ErrTemplateNotFound).
+	// up (ErrTemplateNotFound), unless, checked in the same transaction,
+	// live (active or paused) targets that name it use another channel
+	// than t binds or lack params t declares (ErrTemplateBreaksTargets).
 	UpdateTemplate(ctx context.Context, t templates.Template, now time.Time) (TemplateRecord, error)
 	// DeleteTemplate turns live template name into a tombstone, one
 	// version up, unless live targets name it (ErrTemplateInUse,
@@ -168,7 +175,10 @@ func (s *Templates) Create(ctx context.Context, t templates.Template) (TemplateR
 }
 
 // Update checks t and makes it the next version of live template t.Name;
-// notifications rendered after the dispatchers see it use it.
+// notifications rendered after the dispatchers see it use it. A version
+// that live targets of the template would fail with at send time (a
+// channel binding other than theirs, params they lack) is refused with
+// ErrTemplateBreaksTargets.
 func (s *Templates) Update(ctx context.Context, t templates.Template) (TemplateRecord, error) {
 	t, err := s.checkNew(t)
 	if err != nil {

@@ -70,6 +70,15 @@ type Target struct {
 	WebhookSecret string
 }
 
+// SameDefinition reports whether t and o describe the same notifications:
+// the same webhook URL, template, params (byte for byte, both compact)
+// and schedule. Status, next run, times and version are not compared.
+func (t Target) SameDefinition(o Target) bool {
+	return t.WebhookURL == o.WebhookURL && t.TemplateID == o.TemplateID && bytes.Equal(t.Params, o.Params) &&
+		t.Schedule.Kind() == o.Schedule.Kind() && t.Schedule.Expr() == o.Schedule.Expr() &&
+		t.Schedule.Zone() == o.Schedule.Zone() && t.Schedule.DueAt().Equal(o.Schedule.DueAt())
+}
+
 // Limits bounds what a target may carry.
 type Limits struct {
 	MaxParamsBytes int

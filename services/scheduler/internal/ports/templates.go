@@ -25,6 +25,8 @@ func templateError(err error) (int, string, bool) {
 		return http.StatusConflict, "name: " + detail(err, app.ErrTemplateExists), true
 	case errors.Is(err, app.ErrTemplateInUse):
 		return http.StatusConflict, detail(err, app.ErrTemplateInUse), true
+	case errors.Is(err, app.ErrTemplateBreaksTargets):
+		return http.StatusConflict, detail(err, app.ErrTemplateBreaksTargets), true
 	}
 	return 0, "", false
 }

@@ -154,7 +154,25 @@ func TestTargetsCheckTheirTemplate(t *testing.T) {
 	}
 
 	// An update that declares a new parameter applies to targets created
-	// after it.
+	// after it. The live target of "ship" is given it first: an update
+	// that live targets lack a parameter of is refused (see
+	// TestTemplateUpdateChecksLiveTargets).
+	var live struct {
+		Targets []struct {
+			ID         int64  `json:"id"`
+			TemplateID string `json:"template_id"`
+		}
+	}
+	if err := json.Unmarshal(s.call(t, "GET", "/v1/targets", "").body, &live); err != nil {
+		t.Fatal(err)
+	}
+	for _, tg := range live.Targets {
+		if tg.TemplateID == "ship" {
+			if r, _ := s.patch(t, tg.ID, `{"params":{"name":"a","order":1,"carrier":"c","eta":"d"}}`); r.code != 200 {
+				t.Fatalf("give target %d the new param: %d %s", tg.ID, r.code, r.body)
+			}
+		}
+	}
 	if r := s.call(t, "PUT", "/v1/templates/ship", `{"channel":"inbox","body":"{{.name}} {{.eta}}","params":["name","eta"]}`); r.code != 200 {
 		t.Fatalf("update: %d %s", r.code, r.body)
 	}
