@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/notiflow/notiflow/lib/consume"
 	"github.com/notiflow/notiflow/services/scheduler/internal/domain"
 )
 
@@ -156,30 +155,8 @@ func (f *Fences) Sync(ctx context.Context, since time.Time) error {
 // pass, every SyncEvery. Failures are logged and retried. It returns an
 // error only when SyncEvery is not positive.
 func (f *Fences) Run(ctx context.Context) error {
-	if f.opt.SyncEvery <= 0 {
-		return fmt.Errorf("fences sync: interval %s is not positive", f.opt.SyncEvery)
-	}
-	full, since := true, time.Time{}
-	for try := 1; ; try++ {
-		start, err := f.pass(ctx, full, since)
-		wait := f.opt.SyncEvery
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			f.log.Warn("fences sync to redis failed; retrying (dispatchers send nothing while the copy is incomplete)", "full", full, "err", err)
-			wait = min(wait, consume.Backoff(try, 50*time.Millisecond, f.opt.SyncEvery))
-		} else {
-			try, full, since = 0, false, start.Add(-syncMargin)
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
-		}
-	}
+	return keepCopy(ctx, "fences", f.opt.SyncEvery, 50*time.Millisecond, f.log,
+		" (dispatchers send nothing while the copy is incomplete)", f.pass)
 }
 
 // pass runs one sync and returns the database time it started at.

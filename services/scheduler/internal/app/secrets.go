@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/notiflow/notiflow/lib/consume"
 	"github.com/notiflow/notiflow/lib/webhooksig"
 	"github.com/notiflow/notiflow/services/scheduler/internal/domain"
 )
@@ -159,30 +158,7 @@ func (w *WebhookSecrets) Sync(ctx context.Context, since time.Time) error {
 // at the next pass. It returns an error only when SyncEvery is not
 // positive.
 func (w *WebhookSecrets) Run(ctx context.Context) error {
-	if w.opt.SyncEvery <= 0 {
-		return fmt.Errorf("webhook secrets sync: interval %s is not positive", w.opt.SyncEvery)
-	}
-	full, since := true, time.Time{}
-	for try := 1; ; try++ {
-		start, err := w.pass(ctx, full, since)
-		wait := w.opt.SyncEvery
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			w.log.Warn("webhook secrets sync to redis failed; retrying", "full", full, "err", err)
-			wait = min(wait, consume.Backoff(try, 100*time.Millisecond, w.opt.SyncEvery))
-		} else {
-			try, full, since = 0, false, start.Add(-syncMargin)
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
-		}
-	}
+	return keepCopy(ctx, "webhook secrets", w.opt.SyncEvery, 100*time.Millisecond, w.log, "", w.pass)
 }
 
 // pass runs one sync and returns the database time it started at.

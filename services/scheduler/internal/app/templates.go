@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/notiflow/notiflow/lib/consume"
 	"github.com/notiflow/notiflow/lib/templates"
 	"github.com/notiflow/notiflow/services/scheduler/internal/domain"
 )
@@ -293,26 +292,6 @@ func (s *Templates) Sync(ctx context.Context) error {
 // nil; a failed pass is logged and retried sooner, with backoff. It
 // returns an error only when SyncEvery is not positive.
 func (s *Templates) Run(ctx context.Context) error {
-	if s.opt.SyncEvery <= 0 {
-		return fmt.Errorf("templates sync: interval %s is not positive", s.opt.SyncEvery)
-	}
-	for try := 1; ; try++ {
-		wait := s.opt.SyncEvery
-		if err := s.Sync(ctx); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			s.log.Warn("templates sync to redis failed; retrying", "err", err)
-			wait = min(wait, consume.Backoff(try, 100*time.Millisecond, s.opt.SyncEvery))
-		} else {
-			try = 0
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
-		}
-	}
+	return keepCopy(ctx, "templates", s.opt.SyncEvery, 100*time.Millisecond, s.log, "",
+		func(ctx context.Context, _ bool, _ time.Time) (time.Time, error) { return time.Time{}, s.Sync(ctx) })
 }
