@@ -94,14 +94,7 @@ func (c *FenceCache) Raise(ctx context.Context, fences map[int64]uint64) error {
 		}
 		return nil
 	})
-	if err == nil {
-		for _, cmd := range cmds {
-			if err = cmd.Err(); err != nil && !errors.Is(err, redis.Nil) {
-				break
-			}
-			err = nil
-		}
-	}
+	err = firstPipelineErr(cmds, err)
 	if err != nil {
 		return fmt.Errorf("write %d fences to redis: %w", len(fences), err)
 	}

@@ -150,14 +150,7 @@ func (c *SecretCache) Put(ctx context.Context, recs map[int64]webhooksig.Record)
 		}
 		return nil
 	})
-	if err == nil {
-		for _, cmd := range cmds {
-			if err = cmd.Err(); err != nil && !errors.Is(err, redis.Nil) {
-				break
-			}
-			err = nil
-		}
-	}
+	err = firstPipelineErr(cmds, err)
 	if err != nil {
 		return fmt.Errorf("write %d webhook secrets to redis: %w", len(recs), err)
 	}

@@ -216,14 +216,7 @@ func (c *TemplateCopy) Put(ctx context.Context, ts []templates.Template) error {
 		}
 		return nil
 	})
-	if err == nil {
-		for _, cmd := range cmds {
-			if err = cmd.Err(); err != nil && !errors.Is(err, redis.Nil) {
-				break
-			}
-			err = nil
-		}
-	}
+	err = firstPipelineErr(cmds, err)
 	if err != nil {
 		return fmt.Errorf("write %d templates to redis: %w", len(ts), err)
 	}
