@@ -27,26 +27,37 @@ import (
 // (drop: the notification is now remembered as rate limited), "deferred"
 // (defer: nothing is written, the caller claims again in the next window),
 // or the other marker found. Over the limit the counter is not raised.
-var claimScript = redis.NewScript(`
+var claimScript = redis.NewScript(claimNewLua + `
 local v = redis.call('GET', KEYS[1])
 if v then
   if v == ARGV[1] then return 'claimed' end
   return v
 end
-local limit = tonumber(ARGV[3])
-if limit > 0 then
-  local n = redis.call('INCR', KEYS[2])
-  if n == 1 then redis.call('PEXPIRE', KEYS[2], ARGV[4]) end
-  if n > limit then
-    redis.call('DECR', KEYS[2])
-    if ARGV[7] == 'defer' then return 'deferred' end
-    redis.call('SET', KEYS[1], ARGV[6], 'PX', ARGV[5])
-    return 'rate_limited'
-  end
-end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return 'claimed'
+return claim_new() or 'claimed'
 `)
+
+// claimNewLua defines claim_new(), the part of a claim of a notification
+// nobody holds (KEYS and ARGV as claimScript): it counts the recipient's
+// window and answers "deferred" (policy defer) or, having stored the
+// rate-limited marker, "rate_limited" when the window is full; else it
+// stores the claim and answers nil.
+const claimNewLua = `
+local function claim_new()
+  local limit = tonumber(ARGV[3])
+  if limit > 0 then
+    local n = redis.call('INCR', KEYS[2])
+    if n == 1 then redis.call('PEXPIRE', KEYS[2], ARGV[4]) end
+    if n > limit then
+      redis.call('DECR', KEYS[2])
+      if ARGV[7] == 'defer' then return 'deferred' end
+      redis.call('SET', KEYS[1], ARGV[6], 'PX', ARGV[5])
+      return 'rate_limited'
+    end
+  end
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return nil
+end
+`
 
 // fencedClaimScript is claimScript with the target's fence checked in the
 // same atomic step (lib/fence):
@@ -61,24 +72,14 @@ return 'claimed'
 // as claimScript, and a claim also registers the in-flight marker in the
 // target's in-flight set for the in-flight TTL, which the scheduler waits
 // on before it acknowledges a change of the target.
-var fencedClaimScript = redis.NewScript(fence.CheckLua + `
+var fencedClaimScript = redis.NewScript(fence.CheckLua + claimNewLua + `
 local v = redis.call('GET', KEYS[1])
 if v and v ~= ARGV[1] then return v end
 local c = fence_check(KEYS[3], KEYS[4], ARGV[8])
 if c then return c end
 if not v then
-  local limit = tonumber(ARGV[3])
-  if limit > 0 then
-    local n = redis.call('INCR', KEYS[2])
-    if n == 1 then redis.call('PEXPIRE', KEYS[2], ARGV[4]) end
-    if n > limit then
-      redis.call('DECR', KEYS[2])
-      if ARGV[7] == 'defer' then return 'deferred' end
-      redis.call('SET', KEYS[1], ARGV[6], 'PX', ARGV[5])
-      return 'rate_limited'
-    end
-  end
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  local r = claim_new()
+  if r then return r end
 end
 fence_enter(KEYS[5], ARGV[1], ARGV[2])
 return 'claimed'
