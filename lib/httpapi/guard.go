@@ -86,3 +86,14 @@ func (g *Guard) Fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	WriteError(w, code, msg)
 }
+
+// HandleNoStore is Handle with every answer, a 401 included, marked
+// uncacheable (Cache-Control: no-store): for admin routes, whose answers
+// must not outlive the request in a cache.
+func (g *Guard) HandleNoStore(fn HandlerFunc) http.Handler {
+	h := g.Handle(fn)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		h.ServeHTTP(w, r)
+	})
+}

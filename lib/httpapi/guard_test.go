@@ -104,3 +104,23 @@ func TestGuardClientGone(t *testing.T) {
 		t.Errorf("answered %q and logged %q, want neither", body, logs.String())
 	}
 }
+
+func TestGuardHandleNoStore(t *testing.T) {
+	t.Parallel()
+	g := NewGuard("s3cret", nil, slog.New(slog.NewTextHandler(io.Discard, nil)), "route failed")
+	h := g.HandleNoStore(func(w http.ResponseWriter, _ *http.Request) error {
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	})
+	for _, auth := range []string{"Bearer s3cret", ""} {
+		req := httptest.NewRequest(http.MethodGet, "/admin/x", nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if got := rec.Header().Get("Cache-Control"); got != "no-store" {
+			t.Errorf("auth %q: answer %d has Cache-Control %q, want no-store", auth, rec.Code, got)
+		}
+	}
+}

@@ -45,25 +45,12 @@ func (h *Handler) Register(mux Mux) {
 		http.Redirect(w, r, "/admin/", http.StatusMovedPermanently)
 	})
 	mux.HandleFunc("GET /admin/{$}", servePage)
-	mux.Handle("POST /admin/benchmarks", h.protect(h.start))
-	mux.Handle("GET /admin/benchmarks", h.protect(h.list))
-	mux.Handle("GET /admin/benchmarks/{id}", h.protect(h.get))
-	mux.Handle("DELETE /admin/benchmarks/{id}", h.protect(h.cancel))
-	mux.Handle("GET /admin/benchmarks/{id}/chart.svg", h.protect(h.chart))
-	mux.Handle("GET /admin/notifications", h.protect(h.notifications))
-}
-
-// noStore marks every admin answer uncacheable, then runs next.
-func noStore(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Cache-Control", "no-store")
-		next.ServeHTTP(w, r)
-	})
-}
-
-// protect runs fn behind the bearer token with its answers uncacheable.
-func (h *Handler) protect(fn httpapi.HandlerFunc) http.Handler {
-	return noStore(h.guard.Handle(fn))
+	mux.Handle("POST /admin/benchmarks", h.guard.HandleNoStore(h.start))
+	mux.Handle("GET /admin/benchmarks", h.guard.HandleNoStore(h.list))
+	mux.Handle("GET /admin/benchmarks/{id}", h.guard.HandleNoStore(h.get))
+	mux.Handle("DELETE /admin/benchmarks/{id}", h.guard.HandleNoStore(h.cancel))
+	mux.Handle("GET /admin/benchmarks/{id}/chart.svg", h.guard.HandleNoStore(h.chart))
+	mux.Handle("GET /admin/notifications", h.guard.HandleNoStore(h.notifications))
 }
 
 type httpError = httpapi.Error

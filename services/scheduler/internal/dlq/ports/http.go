@@ -43,16 +43,8 @@ type Mux interface {
 
 // Register adds the routes to mux.
 func (h *Handler) Register(mux Mux) {
-	mux.Handle("GET /admin/dlq", h.protect(h.list))
-	mux.Handle("POST /admin/dlq/redrive", h.protect(h.redrive))
-}
-
-func (h *Handler) protect(fn httpapi.HandlerFunc) http.Handler {
-	g := h.guard.Handle(fn)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Cache-Control", "no-store")
-		g.ServeHTTP(w, r)
-	})
+	mux.Handle("GET /admin/dlq", h.guard.HandleNoStore(h.list))
+	mux.Handle("POST /admin/dlq/redrive", h.guard.HandleNoStore(h.redrive))
 }
 
 func mapError(err error) (int, string, bool) {
