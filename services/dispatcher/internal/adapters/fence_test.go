@@ -135,7 +135,10 @@ func TestInflightExpires(t *testing.T) {
 // ended by ExitSend is not brought back by a renewal.
 func TestRenewSends(t *testing.T) {
 	t.Parallel()
-	s, rdb, _ := testStore(t, StoreOptions{InflightTTL: 300 * time.Millisecond})
+	// A TTL well above the renewal period: under -race on two busy
+	// cores one renewal round trip can take a few hundred milliseconds.
+	const ttl = time.Second
+	s, rdb, _ := testStore(t, StoreOptions{InflightTTL: ttl})
 	ctx := context.Background()
 	p := s.opt.Prefix
 	if err := fence.MarkSynced(ctx, rdb, p); err != nil {
@@ -149,9 +152,8 @@ func TestRenewSends(t *testing.T) {
 	if err := s.ExitSend(ctx, 11, "t-b"); err != nil {
 		t.Fatal(err)
 	}
-	// Renew t-a (and the ended t-b) every 100 ms for a second: more than
-	// three TTLs.
-	end := time.Now().Add(time.Second)
+	// Renew t-a (and the ended t-b) every 100 ms for more than three TTLs.
+	end := time.Now().Add(3*ttl + ttl/2)
 	for time.Now().Before(end) {
 		if err := s.RenewSends(ctx, map[string]uint64{"t-a": 11, "t-b": 11}); err != nil {
 			t.Fatal(err)
