@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/notiflow/notiflow/lib/testkit"
 	"github.com/notiflow/notiflow/services/sink/internal/adapters"
@@ -333,6 +336,32 @@ func (e *readEnv) inbox(t testing.TB, recipient string, firstTarget uint64, n in
 	return rows
 }
 
+// arrive writes n inbox rows one at a time, as the sink's batches arrive
+// while mark-read requests run: an insert InnoDB picks as a deadlock
+// victim (the unread counter row is shared with mark-read) is written
+// again, as the sink's consumer retries a failed batch. Safe to call from
+// a goroutine other than the test's: it reports failures with Errorf and
+// returns the rows written.
+func (e *readEnv) arrive(t testing.TB, recipient string, firstTarget uint64, n int) []domain.Row {
+	var rows []domain.Row
+	for i := range n {
+		r := row(firstTarget+uint64(i), 0, recipient, notifications.ChannelInbox, domain.StatusDelivered)
+		var err error
+		for attempt := 0; attempt < 10; attempt++ {
+			var me *mysql.MySQLError
+			if err = e.store.Upsert(context.Background(), []domain.Row{r}); err == nil || !errors.As(err, &me) || me.Number != 1213 {
+				break
+			}
+		}
+		if err != nil {
+			t.Errorf("write arrival %d: %v", i, err)
+			return rows
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
 func (e *readEnv) unread(t testing.TB, recipient string) int64 {
 	t.Helper()
 	var c struct{ Unread int64 }
@@ -427,7 +456,7 @@ func TestConcurrentMarkReadAndArrivals(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		arrived <- e.inbox(t, "gina", 5000, 40)
+		arrived <- e.arrive(t, "gina", 5000, 40)
 	}()
 	var mu sync.Mutex
 	var marked int64
