@@ -341,20 +341,7 @@ func (s *Store) MarkDone(ctx context.Context, id string, o domain.Outcome) error
 // function that waits until it is stored (or failed); call it exactly
 // once. It lets the caller publish the result meanwhile.
 func (s *Store) StartMarkDone(ctx context.Context, id string, o domain.Outcome) (wait func(context.Context) error) {
-	cmd := redis.NewStatusCmd(ctx, "set", s.dedupKey(id), domain.DoneMarker(o), "px", s.doneTTL)
-	c, err := s.b.Start(ctx, cmd)
-	return func(ctx context.Context) error {
-		if err == nil {
-			err = s.b.Wait(ctx, c)
-		}
-		if err == nil {
-			err = cmd.Err()
-		}
-		if err != nil {
-			return fmt.Errorf("mark notification %s done: %w", id, err)
-		}
-		return nil
-	}
+	return s.startMarkDone(ctx, id, o)
 }
 
 // StartMarkDoneExit is StartMarkDone that also ends token's registration
@@ -362,9 +349,15 @@ func (s *Store) StartMarkDone(ctx context.Context, id string, o domain.Outcome) 
 // the done marker only: a registration that could not be removed expires
 // with the in-flight TTL.
 func (s *Store) StartMarkDoneExit(ctx context.Context, id string, o domain.Outcome, targetID uint64, token string) (wait func(context.Context) error) {
+	return s.startMarkDone(ctx, id, o,
+		redis.NewIntCmd(ctx, "zrem", fence.InflightKey(s.opt.Prefix, targetID), domain.InflightMarker(token)))
+}
+
+// startMarkDone queues the done marker of notification id, and also in
+// the same pipeline, whose outcome the wait does not report.
+func (s *Store) startMarkDone(ctx context.Context, id string, o domain.Outcome, also ...redis.Cmder) (wait func(context.Context) error) {
 	cmd := redis.NewStatusCmd(ctx, "set", s.dedupKey(id), domain.DoneMarker(o), "px", s.doneTTL)
-	exit := redis.NewIntCmd(ctx, "zrem", fence.InflightKey(s.opt.Prefix, targetID), domain.InflightMarker(token))
-	c, err := s.b.Start(ctx, cmd, exit)
+	c, err := s.b.Start(ctx, append([]redis.Cmder{cmd}, also...)...)
 	return func(ctx context.Context) error {
 		if err == nil {
 			err = s.b.Wait(ctx, c)
