@@ -65,16 +65,7 @@ func get(url string) (int, string, error) {
 func TestRunServesTheAPIAndStopsCleanly(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
-	s, err := New(t.Context(), cfg, slog.New(slog.DiscardHandler), nil)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := "http://" + ln.Addr().String()
-	run := testkit.Go(t, func(ctx context.Context) error { return s.Run(ctx, ln) })
+	s, base, run := startService(t, cfg)
 	testkit.Eventually(t, 30*time.Second, func() error {
 		code, body, err := get(base + "/readyz")
 		if err != nil || code != http.StatusOK {
@@ -135,4 +126,21 @@ func TestNewNamesARefusedTopic(t *testing.T) {
 	if ctx.Err() != nil {
 		t.Fatal("New waited until the deadline instead of failing at once")
 	}
+}
+
+// startService builds the service of cfg and runs it on a loopback port of
+// its own until the test ends; it returns the service, its base URL and
+// the background run.
+func startService(t *testing.T, cfg config.Config) (*Service, string, *testkit.Background) {
+	t.Helper()
+	s, err := New(t.Context(), cfg, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := testkit.Go(t, func(ctx context.Context) error { return s.Run(ctx, ln) })
+	return s, "http://" + ln.Addr().String(), run
 }

@@ -1,14 +1,11 @@
 package service
 
 import (
-	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -33,16 +30,7 @@ const templateCache = time.Second
 func TestTemplateUpdateReachesTheDispatcher(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
-	s, err := New(t.Context(), cfg, slog.New(slog.DiscardHandler), nil)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := "http://" + ln.Addr().String()
-	testkit.Go(t, func(ctx context.Context) error { return s.Run(ctx, ln) })
+	_, base, _ := startService(t, cfg)
 
 	kafkaEnv := []string{"NOTIFLOW_KAFKA_BROKERS=" + strings.Join(cfg.Kafka.Brokers, ","), "NOTIFLOW_KAFKA_PARTITIONS=3",
 		"NOTIFLOW_TOPIC_DUE=" + cfg.Kafka.TopicDue, "NOTIFLOW_TOPIC_DISPATCHED=" + cfg.Kafka.TopicDispatched, "NOTIFLOW_TOPIC_DLQ=" + cfg.Kafka.TopicDLQ}
