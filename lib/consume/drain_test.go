@@ -111,6 +111,19 @@ func (g *genLog) memberID() string {
 // firstEnd returns when the first generation ended.
 func (g *genLog) firstEnd() (time.Time, bool) { return g.first(&g.ended) }
 
+// endAfter returns when the first generation that ended at or after t
+// ended.
+func (g *genLog) endAfter(t time.Time) (time.Time, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, e := range g.ended {
+		if !e.Before(t) {
+			return e, true
+		}
+	}
+	return time.Time{}, false
+}
+
 // firstJoin returns when the first generation was joined.
 func (g *genLog) firstJoin() (time.Time, bool) { return g.first(&g.joined) }
 
@@ -182,12 +195,25 @@ func startMember(tb testing.TB, cfg Config, hl *handleLog, member string) (*genL
 	return gl, runConsumer(tb, c)
 }
 
-// blocked reports an error unless n block records are running.
-func (h *handleLog) blocked(n int) error {
+// blocked reports an error unless n block records are running and each
+// of members runs at least one of them. Naming the members makes a test
+// wait for a generation that holds all of them: a first member alone can
+// run every record before the others have joined, and the others' joins
+// are then still to come.
+func (h *handleLog) blocked(n int, members ...string) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.running) != n {
 		return fmt.Errorf("%d block records running, want %d", len(h.running), n)
+	}
+	for _, m := range members {
+		found := false
+		for _, r := range h.running {
+			found = found || r == m
+		}
+		if !found {
+			return fmt.Errorf("member %s runs none of the %d block records", m, n)
+		}
 	}
 	return nil
 }
@@ -214,8 +240,8 @@ func TestDrainLongerThanSessionKeepsPartitions(t *testing.T) {
 	start := func(member string) (*genLog, func()) { return startMember(t, cfg, hl, member) }
 	glA, stopA := start("A")
 	glB, stopB := start("B")
-	// Wait until every block record runs on A or B.
-	testkit.Eventually(t, 60*time.Second, func() error { return hl.blocked(parts) })
+	// Wait until every block record runs, on A and B both.
+	testkit.Eventually(t, 60*time.Second, func() error { return hl.blocked(parts, "A", "B") })
 	joined := time.Now()
 	glC, stopC := start("C")
 	defer func() { // the three drains run in parallel, not one after the other
@@ -228,8 +254,8 @@ func TestDrainLongerThanSessionKeepsPartitions(t *testing.T) {
 
 	var oldEnd time.Time
 	testkit.Eventually(t, 60*time.Second, func() error {
-		a, okA := glA.firstEnd()
-		b, okB := glB.firstEnd()
+		a, okA := glA.endAfter(joined)
+		b, okB := glB.endAfter(joined)
 		if !okA || !okB {
 			return fmt.Errorf("old generations not ended yet (A %v, B %v)", okA, okB)
 		}

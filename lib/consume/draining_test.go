@@ -118,7 +118,7 @@ func TestDrainingSignalsWaitingHandlers(t *testing.T) {
 
 	glA, stopA := start("A")
 	glB, stopB := start("B")
-	testkit.Eventually(t, 60*time.Second, func() error { return hl.blocked(parts) })
+	testkit.Eventually(t, 60*time.Second, func() error { return hl.blocked(parts, "A", "B") })
 
 	// A rebalance: the waiting handlers see the drain begin and give way.
 	joined := time.Now()
@@ -137,8 +137,8 @@ func TestDrainingSignalsWaitingHandlers(t *testing.T) {
 	}
 	testkit.Eventually(t, 10*time.Second, func() error {
 		for name, gl := range map[string]*genLog{"A": glA, "B": glB} {
-			if _, ok := gl.firstEnd(); !ok {
-				return fmt.Errorf("member %s's first generation not ended %s after the rebalance began", name, time.Since(joined).Round(time.Millisecond))
+			if _, ok := gl.endAfter(joined); !ok {
+				return fmt.Errorf("member %s's generation not ended %s after the rebalance began", name, time.Since(joined).Round(time.Millisecond))
 			}
 		}
 		return nil
