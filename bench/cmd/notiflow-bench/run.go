@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	_ "github.com/go-sql-driver/mysql"
 
 	"github.com/notiflow/notiflow/bench/harness"
 	"github.com/notiflow/notiflow/lib/benchreport"
@@ -58,6 +61,9 @@ type result struct {
 	// from the benchmark's start to its end: where the machine's two cores
 	// went.
 	CPUSec map[string]float64 `json:"cpuSec,omitempty"`
+	// Cost splits CPU into setup and run window and gives the run window's
+	// CPU and MariaDB row work per notification.
+	Cost *harness.Cost `json:"cost,omitempty"`
 }
 
 func cmdRun(ctx context.Context, args []string) error {
@@ -114,6 +120,13 @@ func benchmark(ctx context.Context, root string, o options) (*result, error) {
 		pids[p.Name] = p.Pid()
 	}
 	cpu := harness.StartCPUMeter(pids)
+	db, err := sql.Open("mysql", deps.MySQLDSN)
+	if err != nil {
+		return nil, fmt.Errorf("open mariadb for its row counters: %w", err)
+	}
+	defer db.Close()
+	costs := harness.NewCostRecorder(pids, db)
+	begin := costs.Take(ctx)
 	run, err := admin.StartBenchmark(ctx, harness.BenchmarkRequest{
 		Notifications: o.Notifications, Recipients: o.Recipients, Channel: o.Channel,
 		SimLatencyMs: int(o.SimLatency / time.Millisecond),
@@ -123,11 +136,22 @@ func benchmark(ctx context.Context, root string, o options) (*result, error) {
 	}
 	fmt.Printf("run %s started: %d notifications to %d recipients over %s, %d dispatcher(s), %s ordering, sink %s\n",
 		run.ID, o.Notifications, o.Recipients, o.Channel, o.Dispatchers, o.Ordering, sinkMode(o))
+	recCtx, stopRec := context.WithCancel(ctx)
+	recDone := make(chan struct{})
+	go func() {
+		defer close(recDone)
+		recordCosts(recCtx, costs, run.DueAt)
+	}()
 	run, err = follow(ctx, admin, run.ID, o.Timeout)
+	stopRec()
+	<-recDone
 	if err != nil {
 		return nil, err
 	}
 	res := &result{Config: o, Run: run, RSSMiB: map[string]int{}, CPUSec: cpu.Stop()}
+	if run.Report != nil {
+		res.Cost = runCost(costs, begin, run)
+	}
 	for _, p := range stack.Procs("") {
 		if kb := p.PeakRSSKiB(); kb > 0 {
 			res.RSSMiB[p.Name] = kb / 1024
@@ -225,6 +249,12 @@ func printReport(title string, res *result) {
 	}
 	if len(res.CPUSec) > 0 {
 		fmt.Printf("CPU seconds during the run (setup included): %v\n", res.CPUSec)
+	}
+	if c := res.Cost; c != nil {
+		fmt.Printf("run window %.2fs; CPU-us per notification: %s\n", c.RunWindowSec, harness.FormatByProcess(c.CPUMicrosPerNotification))
+		if len(c.MariaDBRowsPerNotification) > 0 {
+			fmt.Printf("MariaDB rows per notification: %s\n", harness.FormatByProcess(c.MariaDBRowsPerNotification))
+		}
 	}
 	fmt.Println(benchmarkLine(res.Run))
 }

@@ -10,27 +10,38 @@ import (
 	"github.com/notiflow/notiflow/services/scheduler/internal/benchrun/domain"
 )
 
-// watcher follows one run. It samples every Options.Sample:
+// watcher follows one run. Every Options.Sample it samples
 //
-//   - outbox rows and published rows (counted over the run's target id
-//     range; no longer once every eligible row is published),
+//   - the lag of the dispatcher and sink consumer groups (Kafka offsets),
 //   - dispatched: distinct occurrences the simulated provider sent (HLEN;
-//     0 for channel inbox),
-//   - persisted: the sink's rows of the run,
-//   - the lag of the dispatcher and sink consumer groups,
+//     0 for the other channels),
 //
-// stores the progress (which renews the run's heartbeat) and finishes the
-// run when every eligible occurrence is persisted (done) or nothing moved
-// for Options.Stall (failed, with a report showing what is lost).
+// and, paced (see countBudget), it counts
 //
-// eventPublishSec is sampled: the first sample that sees every outbox row
+//   - outbox rows and published rows (over the run's target id range; no
+//     longer once every eligible row is published),
+//   - persisted: the sink's rows of the run;
+//
+// it stores the progress (which renews the run's heartbeat) and finishes
+// the run when every eligible occurrence is persisted (done) or nothing
+// moved for Options.Stall (failed, with a report showing what is lost).
+//
+// eventPublishSec is sampled: the first outbox count that sees every row
 // published takes the relay cursor's updated_at when it falls between the
-// previous sample and this one (the moment the cursor passed the last row),
-// else its own time; so it is exact to the relay's clock, or late by at most
-// one sample interval. The claim stage ends at the last outbox row's
-// created_at when that falls after the sample preceding the first one that
-// saw every row, else at that sample (the scheduler stamps a scan's rows
-// with the scan's start).
+// previous outbox count and this one (the moment the cursor passed the
+// last row), else its own time; so it is exact to the relay's clock, or
+// late by at most one count interval. The claim stage ends at the last
+// outbox row's created_at when that falls after the count preceding the
+// first one that saw every row, else at that count (the scheduler stamps a
+// scan's rows with the scan's start).
+//
+// Counting is the watcher's only costly observation: a count reads every
+// row of the run counted so far. Pacing bounds it to 1/countBudget of the
+// run's wall time per count, so the observation stays a small, fixed
+// share of the database's work however large the run; once the outbox is
+// final and both consumer groups have no lag (the pipeline holds nothing
+// more), the persisted rows are counted every sample, so a finished run is
+// seen at once.
 type watcher struct {
 	s   *Service
 	rec domain.Record
@@ -39,18 +50,51 @@ type watcher struct {
 	status              domain.Status
 	lag                 []domain.LagSample
 	lastChange          time.Time
-	claimedAt           time.Time // first sample that saw every outbox row
-	claimedWindow       time.Time // the sample before it
+	claimedAt           time.Time // first outbox count that saw every row
+	claimedWindow       time.Time // the outbox count before it
 	publishedAt         time.Time
 	lastPublishIncrease time.Time
 	outboxFinal         bool
-	prevSample          time.Time
-	lastConfirm         time.Time
-	lastErr             string
+	prevOutboxCount     time.Time // when the outbox was last counted (watcher clock); the due time before
+
+	lastConfirm time.Time
+	lastErr     string
+	// nextOutboxCount and nextPersistedCount pace the counts (wall clock).
+	nextOutboxCount    time.Time
+	nextPersistedCount time.Time
+}
+
+// countBudget paces the watcher's counts: after a count that took d, the
+// next of its kind waits countBudget×d (at most maxCountGap, and at most a
+// quarter of Options.Stall), so counting takes at most 1/countBudget of
+// the wall time per kind of count.
+const (
+	countBudget = 50
+	maxCountGap = 5 * time.Second
+)
+
+// paced returns when the next count may run after one that began at start.
+func (w *watcher) paced(start time.Time) time.Time {
+	gap := min(countBudget*time.Since(start), maxCountGap, w.s.opts.Stall/4)
+	return time.Now().Add(gap)
+}
+
+// settled reports whether the pipeline holds nothing more of the run: the
+// outbox is final and the last lag sample shows no lag in any group.
+func (w *watcher) settled() bool {
+	if !w.outboxFinal || len(w.lag) == 0 {
+		return false
+	}
+	for _, l := range w.lag[len(w.lag)-1].Lag {
+		if l != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func newWatcher(s *Service, rec domain.Record) *watcher {
-	return &watcher{s: s, rec: rec, prog: rec.Run.Progress, status: rec.Run.Status}
+	return &watcher{s: s, rec: rec, prog: rec.Run.Progress, status: rec.Run.Status, prevOutboxCount: rec.Run.DueAt}
 }
 
 func (w *watcher) eligible() int64 { return w.rec.Run.Progress.TargetsCreated }
@@ -103,7 +147,6 @@ func (w *watcher) step(ctx context.Context) bool {
 		w.s.log.Info("benchmark: run no longer active, watcher stops", "run", id)
 		return true
 	}
-	w.prevSample = now
 	if w.status != domain.StatusRunning {
 		return false
 	}
@@ -113,7 +156,7 @@ func (w *watcher) step(ctx context.Context) bool {
 		// can be done before a sample saw the last row published: look
 		// again.
 		if !w.outboxFinal {
-			w.sampleOutbox(ctx, w.s.now()) // prevSample is now: the window is (now, then]
+			w.sampleOutbox(ctx, w.s.now())
 		}
 		rep, err := w.report(ctx)
 		if err != nil {
@@ -141,13 +184,10 @@ func (w *watcher) step(ctx context.Context) bool {
 func (w *watcher) sample(ctx context.Context, now time.Time) {
 	id := w.rec.Run.ID
 	before := w.prog
-	if !w.outboxFinal {
-		w.sampleOutbox(ctx, now)
-	}
-	if n, err := w.s.persisted.Count(ctx, w.rec.Targets); err != nil {
-		w.warn("count persisted rows", err)
+	if lag, err := w.s.lag.Sample(ctx); err != nil {
+		w.warn("sample consumer lag", err)
 	} else {
-		w.prog.Persisted = n
+		w.lag = append(w.lag, domain.LagSample{At: now, Lag: lag})
 	}
 	if w.rec.Run.Params.Channel == domain.ChannelSim {
 		if n, err := w.s.sends.Distinct(ctx, id); err != nil {
@@ -156,10 +196,19 @@ func (w *watcher) sample(ctx context.Context, now time.Time) {
 			w.prog.Dispatched = n
 		}
 	}
-	if lag, err := w.s.lag.Sample(ctx); err != nil {
-		w.warn("sample consumer lag", err)
-	} else {
-		w.lag = append(w.lag, domain.LagSample{At: now, Lag: lag})
+	if !w.outboxFinal && !time.Now().Before(w.nextOutboxCount) {
+		start := time.Now()
+		w.sampleOutbox(ctx, now)
+		w.nextOutboxCount = w.paced(start)
+	}
+	if w.settled() || !time.Now().Before(w.nextPersistedCount) {
+		start := time.Now()
+		if n, err := w.s.persisted.Count(ctx, w.rec.Targets); err != nil {
+			w.warn("count persisted rows", err)
+		} else {
+			w.prog.Persisted = n
+		}
+		w.nextPersistedCount = w.paced(start)
 	}
 	if w.prog != before {
 		w.lastChange = now
@@ -174,9 +223,10 @@ func (w *watcher) sampleOutbox(ctx context.Context, now time.Time) {
 		return
 	}
 	w.applyOutbox(c, now)
+	w.prevOutboxCount = now
 }
 
-// applyOutbox takes the outbox counts of a sample at now and notes when
+// applyOutbox takes the outbox counts of a count at now and notes when
 // every eligible row is published (then the outbox counts are final).
 func (w *watcher) applyOutbox(c schedulerapp.RunOutbox, now time.Time) {
 	if c.Published > w.prog.Published {
@@ -184,12 +234,12 @@ func (w *watcher) applyOutbox(c schedulerapp.RunOutbox, now time.Time) {
 	}
 	w.prog.OutboxRows, w.prog.Published = c.Rows, c.Published
 	if w.claimedAt.IsZero() && w.prog.OutboxRows >= w.eligible() {
-		w.claimedAt, w.claimedWindow = now, w.prevSample
+		w.claimedAt, w.claimedWindow = now, w.prevOutboxCount
 	}
 	if w.prog.OutboxRows >= w.eligible() && w.prog.Published >= w.prog.OutboxRows {
 		w.outboxFinal = true
 		w.publishedAt = now
-		if r := c.RelayUpdatedAt; r.After(w.prevSample) && !r.After(now) {
+		if r := c.RelayUpdatedAt; r.After(w.prevOutboxCount) && !r.After(now) {
 			w.publishedAt = r
 		}
 	}

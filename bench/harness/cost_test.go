@@ -1,0 +1,94 @@
+package harness
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"testing"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql"
+)
+
+func TestComputeCostSplitsSetupAndRunWindow(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	begin := CostSnapshot{At: t0, CPU: map[string]float64{"mariadb": 10, "sink": 1}, Rows: map[string]int64{"Handler_write": 100}}
+	due := CostSnapshot{At: t0.Add(3 * time.Second), CPU: map[string]float64{"mariadb": 12, "sink": 1.5}, Rows: map[string]int64{"Handler_write": 1100}}
+	end := CostSnapshot{At: t0.Add(5 * time.Second), CPU: map[string]float64{"mariadb": 14, "sink": 2.5, "gone": 1}, Rows: map[string]int64{"Handler_write": 5100, "Handler_read_next": 2000}}
+	c := ComputeCost(begin, due, end, 1000)
+	if c.SetupCPUSec["mariadb"] != 2 || c.SetupCPUSec["sink"] != 0.5 {
+		t.Errorf("setup CPU %v, want mariadb 2, sink 0.5", c.SetupCPUSec)
+	}
+	if c.RunCPUSec["mariadb"] != 2 || c.RunCPUSec["sink"] != 1 {
+		t.Errorf("run CPU %v, want mariadb 2, sink 1", c.RunCPUSec)
+	}
+	if _, ok := c.RunCPUSec["gone"]; ok {
+		t.Errorf("a process missing from the due snapshot has run CPU: %v", c.RunCPUSec)
+	}
+	want := map[string]float64{"mariadb": 2000, "sink": 1000, "total": 3000}
+	for k, v := range want {
+		if c.CPUMicrosPerNotification[k] != v {
+			t.Errorf("cpuMicrosPerNotification[%s] = %v, want %v", k, c.CPUMicrosPerNotification[k], v)
+		}
+	}
+	if c.RunWindowSec != 2 {
+		t.Errorf("run window %vs, want 2", c.RunWindowSec)
+	}
+	if c.MariaDBRowsPerNotification["written"] != 4 || c.MariaDBRowsPerNotification["readNext"] != 2 {
+		t.Errorf("rows per notification %v, want written 4, readNext 2", c.MariaDBRowsPerNotification)
+	}
+}
+
+func TestCostRecorderAtPicksFirstSnapshotAfter(t *testing.T) {
+	r := NewCostRecorder(map[string]int{"self": os.Getpid()}, nil)
+	a := r.Take(context.Background())
+	time.Sleep(2 * time.Millisecond) // distinct timestamps, not synchronisation
+	b := r.Take(context.Background())
+	if got, ok := r.At(a.At.Add(time.Nanosecond)); !ok || !got.At.Equal(b.At) {
+		t.Errorf("At just after the first snapshot = %v (%v), want the second (%v)", got.At, ok, b.At)
+	}
+	if got, ok := r.At(b.At.Add(time.Second)); ok || !got.At.Equal(b.At) {
+		t.Errorf("At after every snapshot = %v (%v), want the last with false", got.At, ok)
+	}
+	if a.CPU["self"] <= 0 && b.CPU["self"] <= 0 {
+		t.Errorf("no CPU time read for this process: %v %v", a.CPU, b.CPU)
+	}
+}
+
+// TestTakeCostSnapshotReadsMariaDB reads the row counters of the real
+// server and sees a write move Handler_write.
+func TestTakeCostSnapshotReadsMariaDB(t *testing.T) {
+	dsn := os.Getenv("NOTIFLOW_TEST_MYSQL_DSN")
+	if dsn == "" {
+		t.Fatal("NOTIFLOW_TEST_MYSQL_DSN is not set (make test sets it)")
+	}
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1) // one session: the temporary table is the session's
+	ctx := context.Background()
+	if _, err := db.ExecContext(ctx, "CREATE TEMPORARY TABLE cost_probe (id INT PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	before, err := TakeCostSnapshot(ctx, nil, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for counter := range RowCounters {
+		if _, ok := before.Rows[counter]; !ok {
+			t.Errorf("counter %s not read: %v", counter, before.Rows)
+		}
+	}
+	if _, err := db.ExecContext(ctx, "INSERT INTO cost_probe VALUES (1), (2), (3)"); err != nil {
+		t.Fatal(err)
+	}
+	after, err := TakeCostSnapshot(ctx, nil, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := after.Rows["Handler_write"] - before.Rows["Handler_write"]; d < 3 {
+		t.Errorf("Handler_write moved by %d over a 3-row insert", d)
+	}
+}
