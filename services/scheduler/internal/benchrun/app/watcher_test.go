@@ -99,14 +99,14 @@ func TestWatcherPacesItsCounts(t *testing.T) {
 	f.mu.Lock()
 	f.settled = true
 	f.mu.Unlock()
-	// One paced outbox count sees the outbox final; from then on the
-	// pipeline is settled.
-	for end := time.Now().Add(2 * time.Second); time.Now().Before(end) && !w.outboxFinal; {
+	// One paced outbox count (at most maxCountGap away) sees the outbox
+	// final; from then on the pipeline is settled.
+	for end := time.Now().Add(3 * maxCountGap); time.Now().Before(end) && !w.outboxFinal; {
 		w.sample(ctx, s.now())
 		time.Sleep(5 * time.Millisecond)
 	}
 	if !w.outboxFinal {
-		t.Fatal("the outbox was not counted final within 2 s")
+		t.Fatalf("the outbox was not counted final within %s", 3*maxCountGap)
 	}
 	_, before := f.calls()
 	for range 20 {
