@@ -582,6 +582,7 @@ func checkAutoscaling(t *testing.T, r *rendered, dispatcher printedConfig, parti
 		if md["allowIdleConsumers"] == "true" {
 			t.Errorf("ScaledObject: allowIdleConsumers=true would add replicas beyond the partitions")
 		}
+		checkKEDATrigger(t, spec, tr)
 	}
 	switch {
 	case owners > 1:
