@@ -362,6 +362,7 @@ func checkDeployment(t *testing.T, r *rendered, secret *corev1.Secret, name stri
 	c := pod.Containers[0]
 	checkPodSecurity(t, "Deployment "+name, pod)
 	checkResources(t, "Deployment "+name, c)
+	checkGoMemLimit(t, r.overlay+" Deployment "+name, c)
 
 	// Image: the service's name (the Dockerfile's SERVICE), a pinned tag.
 	repo, tag, _ := strings.Cut(c.Image[strings.LastIndex(c.Image, "/")+1:], ":")
@@ -443,6 +444,7 @@ func checkDeployment(t *testing.T, r *rendered, secret *corev1.Secret, name stri
 	} else if grace := time.Duration(*pod.TerminationGracePeriodSeconds) * time.Second; grace <= 2*shutdown {
 		t.Errorf("Deployment %s: terminationGracePeriodSeconds %s must exceed 2 x NOTIFLOW_SHUTDOWN_TIMEOUT (%s)", name, grace, shutdown)
 	}
+	checkPreStop(t, r.overlay+" Deployment "+name, pod, c, shutdown)
 
 	// Rollout without loss: never below the desired count of ready pods.
 	ru := d.Spec.Strategy.RollingUpdate
