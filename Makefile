@@ -63,9 +63,11 @@ test: deps test-tools
 	done
 
 ## lint: gofmt, no production Go file over 500 lines, go vet, staticcheck, same Go version everywhere,
-## fresh protobuf code, one owner per table (scripts/check-owners.sh), docs that state the present
+## fresh protobuf code, one owner per table (scripts/check-owners.sh), docs that state the present,
+## the workspace and the GOWORK=off image builds on the same dependency versions (scripts/check-workspace-versions.sh)
 lint: proto-check docs-check
 	@scripts/check-owners.sh
+	@scripts/check-workspace-versions.sh
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	@scripts/filelength.sh $(MODULES)
 	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done

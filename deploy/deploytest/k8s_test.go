@@ -45,6 +45,7 @@ type rendered struct {
 	netpols     []*networkingv1.NetworkPolicy
 	hpas        []*autoscalingv2.HorizontalPodAutoscaler
 	scaled      []map[string]any // keda.sh/v1alpha1 ScaledObject (no typed struct here)
+	podMonitors []*podMonitor    // monitoring.coreos.com/v1 PodMonitor (components/podmonitor)
 	metas       []metav1.Object  // every typed object, for namespace checks
 }
 
@@ -86,7 +87,12 @@ func decodeStrict(doc []byte, out any) error {
 
 func render(tb testing.TB, overlay string) *rendered {
 	tb.Helper()
-	dir := filepath.Join(repoRoot(tb), "deploy", "k8s", "overlays", overlay)
+	return renderDir(tb, overlay, filepath.Join(repoRoot(tb), "deploy", "k8s", "overlays", overlay))
+}
+
+// renderDir renders the kustomization in dir, named overlay in messages.
+func renderDir(tb testing.TB, overlay, dir string) *rendered {
+	tb.Helper()
 	r := &rendered{
 		overlay:     overlay,
 		configMaps:  map[string]*corev1.ConfigMap{},
@@ -146,6 +152,10 @@ func render(tb testing.TB, overlay string) *rendered {
 				err = checkScaledObjectFields(m)
 			}
 			r.scaled = append(r.scaled, m)
+		case "monitoring.coreos.com/v1/PodMonitor":
+			o := &podMonitor{}
+			err, obj = decodeStrict(doc, o), o
+			r.podMonitors = append(r.podMonitors, o)
 		default:
 			tb.Fatalf("%s: document %d: kind %s is not one these checks know; add a typed decode for it", overlay, i, gvk)
 		}
@@ -319,6 +329,7 @@ func TestKustomizeOverlays(t *testing.T) {
 			checkNetworkPolicies(t, r)
 			checkTopicsJob(t, r)
 			checkDashboardConfigMap(t, r)
+			checkPodMonitors(t, r)
 			if len(r.secrets) != 0 {
 				t.Errorf("the overlay renders %d Secret(s): real values must never be applied from the repository (see secret.template.yaml)", len(r.secrets))
 			}
@@ -362,6 +373,7 @@ func checkDeployment(t *testing.T, r *rendered, secret *corev1.Secret, name stri
 	c := pod.Containers[0]
 	checkPodSecurity(t, "Deployment "+name, pod)
 	checkResources(t, "Deployment "+name, c)
+	checkGoMemLimit(t, r.overlay+" Deployment "+name, c)
 
 	// Image: the service's name (the Dockerfile's SERVICE), a pinned tag.
 	repo, tag, _ := strings.Cut(c.Image[strings.LastIndex(c.Image, "/")+1:], ":")
@@ -443,6 +455,7 @@ func checkDeployment(t *testing.T, r *rendered, secret *corev1.Secret, name stri
 	} else if grace := time.Duration(*pod.TerminationGracePeriodSeconds) * time.Second; grace <= 2*shutdown {
 		t.Errorf("Deployment %s: terminationGracePeriodSeconds %s must exceed 2 x NOTIFLOW_SHUTDOWN_TIMEOUT (%s)", name, grace, shutdown)
 	}
+	checkPreStop(t, r.overlay+" Deployment "+name, pod, c, shutdown)
 
 	// Rollout without loss: never below the desired count of ready pods.
 	ru := d.Spec.Strategy.RollingUpdate
@@ -582,6 +595,7 @@ func checkAutoscaling(t *testing.T, r *rendered, dispatcher printedConfig, parti
 		if md["allowIdleConsumers"] == "true" {
 			t.Errorf("ScaledObject: allowIdleConsumers=true would add replicas beyond the partitions")
 		}
+		checkKEDATrigger(t, spec, tr)
 	}
 	switch {
 	case owners > 1:
