@@ -87,10 +87,22 @@ func (a *Admin) Do(ctx context.Context, method, path string, in, out any) error 
 	return nil
 }
 
-// StartBenchmark starts a run and returns it.
+// startTimeout bounds the answer to a run's start, which comes once the
+// run's targets are stored: about 35 s for a million on a 2-core machine,
+// longer while it is busy, so Do's 60 s default is too short.
+const startTimeout = 10 * time.Minute
+
+// StartBenchmark starts a run and returns it, waiting up to startTimeout
+// (or ctx) for the run's targets to be stored.
 func (a *Admin) StartBenchmark(ctx context.Context, req BenchmarkRequest) (*Run, error) {
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	b := *a
+	if b.HTTP == nil {
+		b.HTTP = &http.Client{} // bounded by ctx
+	}
 	var r Run
-	if err := a.Do(ctx, http.MethodPost, "/admin/benchmarks", req, &r); err != nil {
+	if err := b.Do(ctx, http.MethodPost, "/admin/benchmarks", req, &r); err != nil {
 		return nil, err
 	}
 	return &r, nil
