@@ -20,6 +20,11 @@ const DefaultDelay = 2 * time.Millisecond
 // maxBody bounds the body of a call that is read.
 const maxBody = 1 << 20
 
+// SecretEnv is the environment variable the receiver process
+// (notiflow-bench receive) reads its secret from: never its command line,
+// which other users of the machine can read.
+const SecretEnv = "NOTIFLOW_BENCH_RECEIVER_SECRET"
+
 // Paths the receiver serves besides the webhook calls (any other path).
 const (
 	PathStats = "/stats"
