@@ -70,8 +70,20 @@ func TestWebhookRunSharesItsSecret(t *testing.T) {
 	if n != 25 {
 		t.Fatalf("%d targets, want 25", n)
 	}
+	var first, last int64
+	if err := e.db.DB().QueryRowContext(ctx, `SELECT MIN(id), MAX(id) FROM notification_targets WHERE run_id = ?`, run.ID).Scan(&first, &last); err != nil {
+		t.Fatal(err)
+	}
 	if r := e.do(t, http.MethodDelete, "/admin/benchmarks/"+run.ID, bearer, ""); r.code != http.StatusOK {
 		t.Fatalf("DELETE: %d %s", r.code, r.body)
+	}
+	// The run's secrets went with its targets.
+	var left int
+	if err := e.db.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM webhook_secrets WHERE target_id BETWEEN ? AND ?`, first, last).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Fatalf("%d webhook secrets of the run's targets left after DELETE", left)
 	}
 }
 
