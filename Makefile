@@ -13,7 +13,7 @@ TEST_ENV = NOTIFLOW_TEST_KAFKA=127.0.0.1:9092 \
 
 .PHONY: all deps deps-down deps-status build test test-tools lint docs-check proto proto-check bench bench-compare bench-inbox bench-tool demo test-chaos
 
-# Benchmark knobs: make bench NOTIFICATIONS=20000 DISPATCHERS=3 ORDERING=partition
+# Benchmark knobs: make bench NOTIFICATIONS=20000 DISPATCHERS=3 ORDERING=partition CHANNEL=webhook
 NOTIFICATIONS ?= 100000
 RECIPIENTS ?= 10000
 PARTITIONS ?= 12
@@ -25,9 +25,12 @@ SINK_IDLE ?= 1s
 SINK_NAIVE ?= false
 CHANNEL ?= sim
 SIM_LATENCY ?= 2ms
+# CHANNEL=webhook: the local receiver answers each call after RECEIVER_DELAY (the sim latency unless set)
+RECEIVER_DELAY ?= $(SIM_LATENCY)
 BENCH_ARGS = -notifications $(NOTIFICATIONS) -recipients $(RECIPIENTS) -partitions $(PARTITIONS) \
 	-dispatchers $(DISPATCHERS) -workers $(WORKERS) -ordering $(ORDERING) -sink-batch $(SINK_BATCH) \
-	-sink-idle $(SINK_IDLE) -sink-naive=$(SINK_NAIVE) -channel $(CHANNEL) -sim-latency $(SIM_LATENCY)
+	-sink-idle $(SINK_IDLE) -sink-naive=$(SINK_NAIVE) -channel $(CHANNEL) -sim-latency $(SIM_LATENCY) \
+	-receiver-delay $(RECEIVER_DELAY)
 
 all: build
 

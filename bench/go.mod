@@ -6,6 +6,7 @@ require (
 	github.com/go-sql-driver/mysql v1.10.2
 	github.com/notiflow/notiflow/lib v0.0.0
 	github.com/segmentio/kafka-go v0.4.51
+	github.com/standard-webhooks/standard-webhooks/libraries v1.3.0
 )
 
 require (

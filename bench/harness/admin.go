@@ -19,6 +19,8 @@ type BenchmarkRequest struct {
 	Channel       string `json:"channel"`
 	SimLatencyMs  int    `json:"sim_latency_ms,omitempty"`
 	WebhookURL    string `json:"webhook_url,omitempty"`
+	// WebhookSecret signs every target of a webhook run (never returned).
+	WebhookSecret string `json:"webhook_secret,omitempty"`
 }
 
 // Run is a benchmark run as GET /admin/benchmarks/{id} returns it; its

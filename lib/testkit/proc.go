@@ -127,14 +127,14 @@ type Process struct {
 	err     error
 }
 
-// Start runs bin with env as its whole environment, appending its output
-// to logPath (created if missing).
-func Start(bin string, env []string, logPath string) (*Process, error) {
+// Start runs bin with args and env as its whole environment, appending its
+// output to logPath (created if missing).
+func Start(bin string, env []string, logPath string, args ...string) (*Process, error) {
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open log %s: %w", logPath, err)
 	}
-	p := &Process{Cmd: exec.Command(bin), LogPath: logPath, done: make(chan struct{})}
+	p := &Process{Cmd: exec.Command(bin, args...), LogPath: logPath, done: make(chan struct{})}
 	p.Cmd.Env = env
 	p.Cmd.Stdout, p.Cmd.Stderr = logf, logf
 	if err := p.Cmd.Start(); err != nil {

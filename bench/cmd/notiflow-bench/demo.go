@@ -23,6 +23,9 @@ func cmdDemo(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if o.Channel == channelWebhook {
+		return fmt.Errorf("channel %s: the demo drives sim or inbox (make bench CHANNEL=webhook runs the webhook benchmark)", channelWebhook)
+	}
 	root, err := harness.Root()
 	if err != nil {
 		return err
@@ -97,7 +100,7 @@ func cmdDemo(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Printf("benchmark run %s started\n", run.ID)
-	run, err = follow(ctx, admin, run.ID, o.Timeout)
+	run, err = follow(ctx, admin, run.ID, o.Timeout, nil)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@
 //	notiflow-bench compare  naive vs tuned configuration (make bench-compare)
 //	notiflow-bench demo     services + sample targets + a benchmark, until Ctrl-C (make demo)
 //	notiflow-bench inbox    the in-app inbox read benchmark against a real sink (make bench-inbox)
+//	notiflow-bench receive  the webhook receiver a run on channel webhook starts as its own process
 package main
 
 import (
@@ -19,7 +20,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: notiflow-bench run|compare|demo|inbox [flags]")
+		fmt.Fprintln(os.Stderr, "usage: notiflow-bench run|compare|demo|inbox|receive [flags]")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -34,8 +35,10 @@ func main() {
 		err = cmdDemo(ctx, os.Args[2:])
 	case "inbox":
 		err = cmdInbox(ctx, os.Args[2:])
+	case "receive":
+		err = cmdReceive(ctx, os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q: want run, compare, demo or inbox", os.Args[1])
+		err = fmt.Errorf("unknown command %q: want run, compare, demo, inbox or receive", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "notiflow-bench:", err)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	_ "github.com/go-sql-driver/mysql"
 
 	"github.com/notiflow/notiflow/bench/harness"
+	"github.com/notiflow/notiflow/bench/receiver"
 	"github.com/notiflow/notiflow/lib/benchreport"
 )
 
@@ -33,6 +35,9 @@ type options struct {
 	SinkNaive     bool          `json:"sinkNaive"`
 	Channel       string        `json:"channel"`
 	SimLatency    time.Duration `json:"simLatency"`
+	// ReceiverDelay is the webhook receiver's answer delay (channel
+	// webhook).
+	ReceiverDelay time.Duration `json:"receiverDelay,omitempty"`
 	Timeout       time.Duration `json:"-"`
 	Out           string        `json:"-"`
 }
@@ -47,8 +52,9 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.SinkBatch, "sink-batch", 200, "sink batch size")
 	fs.DurationVar(&o.SinkIdle, "sink-idle", time.Second, "sink idle flush")
 	fs.BoolVar(&o.SinkNaive, "sink-naive", false, "sink naive mode: one INSERT and one commit per record")
-	fs.StringVar(&o.Channel, "channel", "sim", "channel of the notifications: sim or inbox")
+	fs.StringVar(&o.Channel, "channel", "sim", "channel of the notifications: sim, inbox or webhook")
 	fs.DurationVar(&o.SimLatency, "sim-latency", 2*time.Millisecond, "simulated provider latency")
+	fs.DurationVar(&o.ReceiverDelay, "receiver-delay", receiver.DefaultDelay, "channel webhook: how long the receiver waits before answering each call")
 	fs.DurationVar(&o.Timeout, "timeout", 15*time.Minute, "give up on the run after this long")
 }
 
@@ -62,8 +68,12 @@ type result struct {
 	// went.
 	CPUSec map[string]float64 `json:"cpuSec,omitempty"`
 	// Cost splits CPU into setup and run window and gives the run window's
-	// CPU and MariaDB row work per notification.
+	// CPU and MariaDB row work per notification (the webhook receiver's
+	// CPU is not in it).
 	Cost *harness.Cost `json:"cost,omitempty"`
+	// Receiver is the webhook receiver's counters and CPU (channel
+	// webhook only; its CPU is not in CPUSec).
+	Receiver *receiverResult `json:"receiver,omitempty"`
 }
 
 func cmdRun(ctx context.Context, args []string) error {
@@ -79,11 +89,13 @@ func cmdRun(ctx context.Context, args []string) error {
 		return err
 	}
 	res, err := benchmark(ctx, root, o)
-	if err != nil {
-		return err
+	if res != nil && res.Run != nil && res.Run.Report != nil {
+		printReport("notiflow benchmark", res)
+		if werr := writeJSON(filepath.Join(root, o.Out), res); werr != nil && err == nil {
+			err = werr
+		}
 	}
-	printReport("notiflow benchmark", res)
-	return writeJSON(filepath.Join(root, o.Out), res)
+	return err
 }
 
 // benchmark runs one benchmark on a stack of its own and stops it after.
@@ -110,6 +122,13 @@ func benchmark(ctx context.Context, root string, o options) (*result, error) {
 		return nil, err
 	}
 	defer stack.StopAll(30 * time.Second)
+	var recv *webhookReceiver
+	if o.Channel == channelWebhook {
+		if recv, err = startWebhookReceiver(ctx, stack.LogDir, o.ReceiverDelay); err != nil {
+			return nil, err
+		}
+		defer recv.proc.Stop(10 * time.Second)
+	}
 	sched, err := startTrio(ctx, stack, iso, o, nil)
 	if err != nil {
 		return nil, err
@@ -119,18 +138,25 @@ func benchmark(ctx context.Context, root string, o options) (*result, error) {
 	for _, p := range stack.Procs("") {
 		pids[p.Name] = p.Pid()
 	}
-	cpu := harness.StartCPUMeter(pids)
 	db, err := sql.Open("mysql", deps.MySQLDSN)
 	if err != nil {
 		return nil, fmt.Errorf("open mariadb for its row counters: %w", err)
 	}
 	defer db.Close()
-	costs := harness.NewCostRecorder(pids, db)
+	costs := harness.NewCostRecorder(maps.Clone(pids), db) // the services and dependencies only
 	begin := costs.Take(ctx)
-	run, err := admin.StartBenchmark(ctx, harness.BenchmarkRequest{
+	req := harness.BenchmarkRequest{
 		Notifications: o.Notifications, Recipients: o.Recipients, Channel: o.Channel,
 		SimLatencyMs: int(o.SimLatency / time.Millisecond),
-	})
+	}
+	var progress func(context.Context) string
+	if recv != nil {
+		pids[receiverName] = recv.proc.Pid()
+		req.SimLatencyMs, req.WebhookURL, req.WebhookSecret = 0, recv.proc.URL(), recv.secret
+		progress = recv.progress
+	}
+	cpu := harness.StartCPUMeter(pids)
+	run, err := admin.StartBenchmark(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +168,7 @@ func benchmark(ctx context.Context, root string, o options) (*result, error) {
 		defer close(recDone)
 		recordCosts(recCtx, costs, run.DueAt)
 	}()
-	run, err = follow(ctx, admin, run.ID, o.Timeout)
+	run, err = follow(ctx, admin, run.ID, o.Timeout, progress)
 	stopRec()
 	<-recDone
 	if err != nil {
@@ -157,8 +183,18 @@ func benchmark(ctx context.Context, root string, o options) (*result, error) {
 			res.RSSMiB[p.Name] = kb / 1024
 		}
 	}
+	if recv != nil {
+		cpuSec := res.CPUSec[receiverName]
+		delete(res.CPUSec, receiverName)
+		if res.Receiver, err = recv.result(ctx, cpuSec); err != nil {
+			return res, err
+		}
+	}
 	if run.Status != "done" || run.Report == nil {
 		return res, fmt.Errorf("run %s ended %s: %s", run.ID, run.Status, run.Error)
+	}
+	if res.Receiver != nil {
+		return res, res.Receiver.check(run.Report.Eligible)
 	}
 	return res, nil
 }
@@ -167,8 +203,10 @@ func (o options) validate() error {
 	switch {
 	case o.Notifications < 1 || o.Recipients < 1 || o.Partitions < 1 || o.Dispatchers < 1:
 		return errors.New("notifications, recipients, partitions and dispatchers must be positive")
-	case o.Channel != "sim" && o.Channel != "inbox":
-		return fmt.Errorf("channel %q: the benchmark drives sim or inbox", o.Channel)
+	case o.Channel != "sim" && o.Channel != "inbox" && o.Channel != channelWebhook:
+		return fmt.Errorf("channel %q: the benchmark drives sim, inbox or webhook", o.Channel)
+	case o.ReceiverDelay < 0:
+		return fmt.Errorf("receiver delay %s is negative", o.ReceiverDelay)
 	}
 	return nil
 }
@@ -209,8 +247,9 @@ func startTrio(ctx context.Context, stack *harness.Stack, iso harness.Isolation,
 	return start("scheduler", "scheduler", nil)
 }
 
-// follow polls the run every second, printing progress, until it finishes.
-func follow(ctx context.Context, admin *harness.Admin, id string, timeout time.Duration) (*harness.Run, error) {
+// follow polls the run every second, printing progress (and what extra
+// returns, when not nil), until it finishes.
+func follow(ctx context.Context, admin *harness.Admin, id string, timeout time.Duration, extra func(context.Context) string) (*harness.Run, error) {
 	deadline := time.Now().Add(timeout)
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -225,8 +264,12 @@ func follow(ctx context.Context, admin *harness.Admin, id string, timeout time.D
 			return nil, err
 		}
 		p := run.Progress
-		fmt.Printf("  %-8s targets %7d  outbox %7d  published %7d  dispatched %7d  persisted %7d\n",
-			run.Status, p.TargetsCreated, p.OutboxRows, p.Published, p.Dispatched, p.Persisted)
+		more := ""
+		if extra != nil {
+			more = extra(ctx)
+		}
+		fmt.Printf("  %-8s targets %7d  outbox %7d  published %7d  dispatched %7d  persisted %7d%s\n",
+			run.Status, p.TargetsCreated, p.OutboxRows, p.Published, p.Dispatched, p.Persisted, more)
 		if run.Finished() {
 			return run, nil
 		}
@@ -255,6 +298,9 @@ func printReport(title string, res *result) {
 		if len(c.MariaDBRowsPerNotification) > 0 {
 			fmt.Printf("MariaDB rows per notification: %s\n", harness.FormatByProcess(c.MariaDBRowsPerNotification))
 		}
+	}
+	if res.Receiver != nil {
+		fmt.Println(res.Receiver)
 	}
 	fmt.Println(benchmarkLine(res.Run))
 }

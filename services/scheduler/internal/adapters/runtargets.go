@@ -116,8 +116,8 @@ func (s *MySQLStore) RunOutboxReport(ctx context.Context, rng domain.TargetRange
 	return n, last.Time, nil
 }
 
-// DeleteRun deletes run rng's due-queue entries, targets and outbox rows,
-// 10,000 rows per statement. The outbox row at the relay cursor is kept
+// DeleteRun deletes run rng's due-queue entries, targets, their webhook
+// signing secrets and outbox rows, 10,000 rows per statement. The outbox row at the relay cursor is kept
 // (as the relay's own purge does) so the outbox's auto-increment can never
 // fall back below the cursor. A range without targets (MaxID 0) deletes
 // the run's targets by run id alone. Rows written afterwards (records
@@ -131,10 +131,17 @@ func (s *MySQLStore) DeleteRun(ctx context.Context, rng domain.TargetRange) erro
 		q    string
 		args []any
 	}
-	stmts := []stmt{{"targets", `DELETE FROM notification_targets WHERE run_id = ? LIMIT ?`, []any{rng.RunID}}}
+	// A webhook run's signing secrets go first, found through their
+	// targets.
+	stmts := []stmt{
+		{"webhook secrets", `DELETE FROM webhook_secrets WHERE target_id IN (SELECT id FROM notification_targets WHERE run_id = ?) LIMIT ?`, []any{rng.RunID}},
+		{"targets", `DELETE FROM notification_targets WHERE run_id = ? LIMIT ?`, []any{rng.RunID}},
+	}
 	if rng.MaxID > 0 { // without a range there are no outbox rows either
 		where, args := runFilter(rng)
 		stmts = []stmt{
+			{"webhook secrets", `DELETE FROM webhook_secrets WHERE target_id BETWEEN ? AND ? AND target_id IN
+				(SELECT id FROM notification_targets WHERE id BETWEEN ? AND ? AND run_id = ?) LIMIT ?`, []any{rng.MinID, rng.MaxID, rng.MinID, rng.MaxID, rng.RunID}},
 			{"targets", `DELETE FROM notification_targets WHERE id BETWEEN ? AND ? AND run_id = ? LIMIT ?`, []any{rng.MinID, rng.MaxID, rng.RunID}},
 			{"outbox rows", `DELETE FROM outbox WHERE ` + where + ` AND id <> (SELECT published_id FROM outbox_relay WHERE id = 1) LIMIT ?`, args},
 		}

@@ -40,6 +40,9 @@ type RunSpec struct {
 	RunID string
 	N     int
 	Input func(i int) TargetInput
+	// WebhookSecret, when set, is the signing secret every webhook target
+	// of the run gets instead of a generated one (see CreateMany).
+	WebhookSecret string
 }
 
 // CreatedRun says what Runs.Create stored.
@@ -105,6 +108,9 @@ func (r *Runs) create(ctx context.Context, spec RunSpec, start time.Time, decide
 				return out, fmt.Errorf("target %d: %w", i, err)
 			}
 			t.Status = domain.StatusPaused // held until step 2
+			if t.Channel == domain.ChannelWebhook {
+				t.WebhookSecret = spec.WebhookSecret
+			}
 			batch = append(batch, t)
 		}
 		ids, err := r.targets.CreateMany(ctx, batch, spec.RunID)
@@ -136,6 +142,19 @@ func (r *Runs) create(ctx context.Context, spec RunSpec, start time.Time, decide
 	}
 	out.CommittedAt = time.Now()
 	return out, nil
+}
+
+// Check validates one target input as the API's create does (Targets.Build,
+// then Targets.CheckTarget: template, and a webhook URL's destination
+// against the guard), storing nothing. A run whose targets differ only by
+// recipient checks one before Create, which skips CheckTarget. Errors are
+// *domain.ValidationError, or the template store's failure.
+func (r *Runs) Check(ctx context.Context, in TargetInput) error {
+	t, err := r.targets.Build(in, r.targets.clock().UTC().Truncate(time.Microsecond))
+	if err != nil {
+		return err
+	}
+	return r.targets.CheckTarget(ctx, t)
 }
 
 // SampleOutbox counts the run's outbox rows and those the relay published

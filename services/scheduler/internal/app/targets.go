@@ -207,8 +207,9 @@ const lookupTimeout = 2 * time.Second
 //     address the dispatcher's guard refuses (field webhook_url).
 //
 // Errors are *domain.ValidationError, or the template store's failure.
-// Benchmark runs (Runs) skip it: their template is the built-in "bench"
-// and their channel sim.
+// Benchmark runs (Runs.Create) skip it for each target: their targets
+// share the built-in "bench" template, channel and webhook URL, and a
+// webhook run checks one of them first (Runs.Check).
 func (s *Targets) CheckTarget(ctx context.Context, t domain.Target) error {
 	if s.templates != nil {
 		if err := s.templates.CheckUse(ctx, t.TemplateID, string(t.Channel), t.Params); err != nil {
@@ -290,8 +291,9 @@ func (s *Targets) CreateBulk(ctx context.Context, ins []TargetInput) ([]domain.T
 // CreateBulk and the path benchmark runs create their targets by
 // (Runs.Create); it applies no count limit. Every webhook target gets a
 // new signing secret (webhooksig.Generate), set in its WebhookSecret and
-// stored with it; once committed, the secrets are written to Redis (see
-// WebhookSecrets).
+// stored with it, unless it carries one already (only a benchmark run
+// gives its targets one: Build never sets it); once committed, the secrets
+// are written to Redis (see WebhookSecrets).
 func (s *Targets) CreateMany(ctx context.Context, targets []domain.Target, runID string) ([]int64, error) {
 	if len(runID) > domain.MaxRunIDLen {
 		return nil, &domain.ValidationError{Field: "run_id", Msg: fmt.Sprintf("longer than %d bytes", domain.MaxRunIDLen)}
@@ -302,7 +304,7 @@ func (s *Targets) CreateMany(ctx context.Context, targets []domain.Target, runID
 		}
 	}
 	for i := range targets {
-		if targets[i].Channel != domain.ChannelWebhook {
+		if targets[i].Channel != domain.ChannelWebhook || targets[i].WebhookSecret != "" {
 			continue
 		}
 		secret, err := webhooksig.Generate()

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strconv"
 	"sync"
 	"time"
 
@@ -34,6 +33,7 @@ type Store interface {
 // Targets creates, observes and deletes a run's targets and outbox rows
 // through the scheduler's application layer (*schedulerapp.Runs).
 type Targets interface {
+	Check(ctx context.Context, in schedulerapp.TargetInput) error
 	Create(ctx context.Context, spec schedulerapp.RunSpec, decide func(elapsed time.Duration) time.Time) (schedulerapp.CreatedRun, error)
 	SampleOutbox(ctx context.Context, rng domain.TargetRange) (schedulerapp.RunOutbox, error)
 	OutboxReport(ctx context.Context, rng domain.TargetRange) (int64, time.Time, error)
@@ -269,15 +269,23 @@ func (s *Service) Start(ctx context.Context, p domain.Params, arrived time.Time)
 		return domain.Run{}, ErrStopped
 	default:
 	}
+	// The secret goes to the targets only: never stored with the run.
+	secret := p.WebhookSecret
+	p.WebhookSecret = ""
 	arrived = arrived.UTC().Truncate(time.Microsecond)
 	run := domain.Run{
 		ID: newRunID(), Status: domain.StatusCreating, Params: p,
 		CreatedAt: arrived, DueAt: arrived.Add(s.opts.Lead),
 	}
+	if p.Channel == domain.ChannelWebhook {
+		if err := s.checkTarget(ctx, run); err != nil {
+			return domain.Run{}, err
+		}
+	}
 	if err := s.insert(ctx, run); err != nil {
 		return domain.Run{}, err
 	}
-	created, err := s.createTargets(ctx, run)
+	created, err := s.createTargets(ctx, run, secret)
 	if err != nil {
 		if _, ferr := s.store.Fail(context.WithoutCancel(ctx), run.ID, "creating the targets failed: "+err.Error(), s.now()); ferr != nil {
 			s.log.Error("benchmark: fail run", "run", run.ID, "err", ferr)
@@ -340,57 +348,6 @@ func (s *Service) insert(ctx context.Context, run domain.Run) error {
 		return busy
 	}
 	return err
-}
-
-// createTargets creates run's targets through the scheduler's application
-// layer, renewing the run's heartbeat meanwhile (creating a million
-// targets takes a while). When the run stops being active meanwhile (a
-// client cancelled it), creating stops, the targets created so far are
-// deleted and it returns ErrCancelledWhileCreating.
-func (s *Service) createTargets(ctx context.Context, run domain.Run) (schedulerapp.CreatedRun, error) {
-	cctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	go func() {
-		t := time.NewTicker(defaultTouchEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-cctx.Done():
-				return
-			case <-t.C:
-				ok, err := s.store.Touch(cctx, run.ID)
-				switch {
-				case err != nil && cctx.Err() == nil:
-					s.log.Warn("benchmark: renew heartbeat", "run", run.ID, "err", err)
-				case err == nil && !ok:
-					cancel(ErrCancelledWhileCreating)
-					return
-				}
-			}
-		}
-	}()
-	p := run.Params
-	prefix, params, due := domain.RecipientPrefix(run.ID), p.TargetParams(), run.DueAt
-	spec := schedulerapp.RunSpec{RunID: run.ID, N: p.Notifications, Input: func(i int) schedulerapp.TargetInput {
-		return schedulerapp.TargetInput{RecipientID: prefix + strconv.Itoa(i%p.Recipients), Channel: p.Channel,
-			TemplateID: domain.Template, Params: params, DueAt: &due}
-	}}
-	// decide runs once the targets are stored, held: if the planned due
-	// time is too close, they fall due after their release instead (which
-	// is given as long as creating took, a bound it stays under), so the
-	// clock never includes the setup.
-	decide := func(elapsed time.Duration) time.Time {
-		now := s.now()
-		if now.Add(elapsed + commitMargin).Before(run.DueAt) {
-			return run.DueAt
-		}
-		return now.Add(elapsed + commitMargin)
-	}
-	created, err := s.targets.Create(cctx, spec, decide)
-	if err != nil && errors.Is(context.Cause(cctx), ErrCancelledWhileCreating) {
-		return created, ErrCancelledWhileCreating
-	}
-	return created, err
 }
 
 // deleteRows deletes what the pipeline stored for the run: its targets,

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/notiflow/notiflow/lib/webhooksig"
 )
 
 var due = time.Date(2026, 3, 9, 9, 0, 0, 0, time.UTC)
@@ -145,6 +147,10 @@ func TestComputeReport(t *testing.T) {
 func TestParamsValidate(t *testing.T) {
 	t.Parallel()
 	ms := func(n int) *int { return &n }
+	secret, err := webhooksig.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		give Params
@@ -158,7 +164,12 @@ func TestParamsValidate(t *testing.T) {
 		{"zero recipients", Params{Notifications: 10, Channel: "sim"}, "recipients"},
 		{"more recipients than notifications", Params{Notifications: 10, Recipients: 11, Channel: "sim"}, "recipients"},
 		{"no channel", Params{Notifications: 10, Recipients: 1}, "channel"},
-		{"webhook channel", Params{Notifications: 10, Recipients: 1, Channel: "webhook"}, "channel"},
+		{"webhook channel without url", Params{Notifications: 10, Recipients: 1, Channel: "webhook"}, "webhook_url"},
+		{"valid webhook", Params{Notifications: 10, Recipients: 1, Channel: "webhook", WebhookURL: "http://127.0.0.1:9/hook"}, ""},
+		{"valid webhook with secret", Params{Notifications: 10, Recipients: 1, Channel: "webhook", WebhookURL: "http://127.0.0.1:9/hook", WebhookSecret: secret}, ""},
+		{"webhook secret not whsec", Params{Notifications: 10, Recipients: 1, Channel: "webhook", WebhookURL: "http://127.0.0.1:9/hook", WebhookSecret: "hunter2"}, "webhook_secret"},
+		{"webhook secret on sim", Params{Notifications: 10, Recipients: 1, Channel: "sim", WebhookSecret: secret}, "webhook_secret"},
+		{"unknown channel", Params{Notifications: 10, Recipients: 1, Channel: "sms"}, "channel"},
 		{"negative latency", Params{Notifications: 10, Recipients: 1, Channel: "sim", SimLatencyMs: ms(-1)}, "sim_latency_ms"},
 		{"latency too high", Params{Notifications: 10, Recipients: 1, Channel: "sim", SimLatencyMs: ms(10001)}, "sim_latency_ms"},
 		{"webhook url", Params{Notifications: 10, Recipients: 1, Channel: "sim", WebhookURL: "http://x"}, "webhook_url"},

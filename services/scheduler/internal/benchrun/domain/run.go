@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/notiflow/notiflow/lib/benchreport"
+	"github.com/notiflow/notiflow/lib/webhooksig"
 	schedulerdomain "github.com/notiflow/notiflow/services/scheduler/internal/domain"
 )
 
@@ -36,8 +37,9 @@ var ActiveStatuses = []Status{StatusCreating, StatusWaiting, StatusRunning}
 
 // Channels a benchmark drives.
 const (
-	ChannelSim   = "sim"
-	ChannelInbox = "inbox"
+	ChannelSim     = "sim"
+	ChannelInbox   = "inbox"
+	ChannelWebhook = "webhook"
 )
 
 // Template is the built-in template for benchmark
@@ -58,11 +60,20 @@ type Params struct {
 	Recipients    int    `json:"recipients"`
 	Channel       string `json:"channel"`
 	// SimLatencyMs is the simulated provider's latency per send; absent
-	// leaves the dispatcher's NOTIFLOW_SIM_LATENCY. Ignored for inbox.
+	// leaves the dispatcher's NOTIFLOW_SIM_LATENCY. Ignored for inbox and
+	// webhook.
 	SimLatencyMs *int `json:"sim_latency_ms,omitempty"`
-	// WebhookURL is part of the client's request type; the benchmark does
-	// not drive webhooks, so a non-empty value is refused.
+	// WebhookURL is where a webhook run's targets are delivered: required
+	// for channel webhook, refused for the others. Besides Validate, it
+	// gets the check the API's webhook targets get (the destination guard,
+	// NOTIFLOW_WEBHOOK_ALLOW) before the run is created.
 	WebhookURL string `json:"webhook_url,omitempty"`
+	// WebhookSecret (whsec_..., channel webhook only, optional) is the
+	// signing secret every target of the run gets instead of one generated
+	// per target, so that one receiver can verify every call. It is not
+	// stored with the run nor shown (Service.Start clears it); without it
+	// each target gets its own secret, as the API's targets do.
+	WebhookSecret string `json:"webhook_secret,omitempty"`
 }
 
 // ValidationError names the parameter that is wrong and why.
@@ -85,13 +96,22 @@ func (p Params) Validate(maxNotifications int) error {
 	case p.Recipients < 1 || p.Recipients > p.Notifications:
 		return bad("recipients", "must be between 1 and notifications (%d), got %d", p.Notifications, p.Recipients)
 	case p.Channel == "":
-		return bad("channel", "is required (sim or inbox)")
-	case p.Channel != ChannelSim && p.Channel != ChannelInbox:
-		return bad("channel", "must be sim or inbox, got %q", p.Channel)
+		return bad("channel", "is required (sim, inbox or webhook)")
+	case p.Channel != ChannelSim && p.Channel != ChannelInbox && p.Channel != ChannelWebhook:
+		return bad("channel", "must be sim, inbox or webhook, got %q", p.Channel)
 	case p.SimLatencyMs != nil && (*p.SimLatencyMs < 0 || *p.SimLatencyMs > MaxSimLatencyMs):
 		return bad("sim_latency_ms", "must be between 0 and %d, got %d", MaxSimLatencyMs, *p.SimLatencyMs)
-	case p.WebhookURL != "":
-		return bad("webhook_url", "the benchmark drives channel sim or inbox only")
+	case p.Channel == ChannelWebhook && p.WebhookURL == "":
+		return bad("webhook_url", "is required for channel webhook")
+	case p.Channel != ChannelWebhook && p.WebhookURL != "":
+		return bad("webhook_url", "applies to channel webhook only")
+	case p.Channel != ChannelWebhook && p.WebhookSecret != "":
+		return bad("webhook_secret", "applies to channel webhook only")
+	}
+	if p.WebhookSecret != "" {
+		if _, err := webhooksig.Decode(p.WebhookSecret); err != nil {
+			return bad("webhook_secret", "%v", err)
+		}
 	}
 	return nil
 }

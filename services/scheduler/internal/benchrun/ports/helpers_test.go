@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/notiflow/notiflow/lib/kafkax"
+	"github.com/notiflow/notiflow/lib/netguard"
 	"github.com/notiflow/notiflow/lib/obs"
 	"github.com/notiflow/notiflow/lib/testkit"
 	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
@@ -67,6 +68,11 @@ func (e *env) newService(t *testing.T, owner string) *app.Service {
 	kc := &kafka.Client{Addr: kafka.TCP(e.brokers...), Timeout: 5 * time.Second}
 	o := e.opts
 	targets := schedulerapp.NewTargets(e.db, schedulerdomain.Limits{}, 10000, nil)
+	guard, err := netguard.NewGuard(o.webhookAllow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets.UseWebhookGuard(guard, nil)
 	return app.NewService(app.Deps{
 		Runs:      adapters.NewStore(e.db.DB()),
 		Targets:   schedulerapp.NewRuns(targets, e.db),
@@ -83,7 +89,10 @@ type envOpts struct {
 	lead, stall, sample   time.Duration
 	staleAfter, reapEvery time.Duration
 	max                   int
-	sink                  ports.SinkAPI // the notifications panel's sink API; zero: not configured
+	// webhookAllow is the webhook destination guard's allow list (nil:
+	// the default guard, which refuses loopback).
+	webhookAllow []string
+	sink         ports.SinkAPI // the notifications panel's sink API; zero: not configured
 	// routes registers more routes on the env's mux (nil: none).
 	routes func(*http.ServeMux)
 }

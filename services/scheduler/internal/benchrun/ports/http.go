@@ -87,7 +87,7 @@ func adminError(err error) (int, string, bool) {
 func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	return httpapi.Decode(w, r, maxBodyBytes, v, httpapi.Hints{
 		Example: `{"notifications":100000,"recipients":10000,"channel":"sim","sim_latency_ms":2}`,
-		Fields:  "notifications, recipients, channel, sim_latency_ms, webhook_url",
+		Fields:  "notifications, recipients, channel, sim_latency_ms, webhook_url, webhook_secret",
 	})
 }
 

@@ -1,0 +1,145 @@
+package receiver_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/notiflow/notiflow/bench/receiver"
+	"github.com/notiflow/notiflow/lib/webhooksig"
+)
+
+// call posts body to url as the dispatcher does: Idempotency-Key key (none
+// when empty) and the Standard Webhooks headers signed with secret by
+// lib/webhooksig, the dispatcher's signer. It returns the status.
+func call(t *testing.T, url, key, secret string, body []byte, tamper bool) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url+"/hook", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	k, err := webhooksig.Decode(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signed := body
+	if tamper {
+		signed = append([]byte("x"), body...)
+	}
+	webhooksig.SetHeaders(req.Header, [][]byte{k}, key, time.Now(), signed)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func stats(t *testing.T, url string) receiver.Stats {
+	t.Helper()
+	resp, err := http.Get(url + receiver.PathStats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var s receiver.Stats
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /stats: %d", resp.StatusCode)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func secret(t *testing.T) string {
+	t.Helper()
+	s, err := webhooksig.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestReceiverCounts drives a receiver over real HTTP with a valid call,
+// a duplicate, a call without key, a tampered and a wrongly keyed call,
+// and reads its counters back through GET /stats.
+func TestReceiverCounts(t *testing.T) {
+	t.Parallel()
+	sec := secret(t)
+	delay := 20 * time.Millisecond
+	r, err := receiver.New(sec, delay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+	if resp, err := http.Get(srv.URL + receiver.PathReady); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /readyz: %v %v", resp, err)
+	}
+	if s := stats(t, srv.URL); s != (receiver.Stats{}) {
+		t.Fatalf("stats before any call = %+v", s)
+	}
+	body := []byte(`{"notification_id":"n-1","body":"hello"}`)
+
+	start := time.Now()
+	if code := call(t, srv.URL, "n-1", sec, body, false); code != http.StatusOK {
+		t.Fatalf("valid call: %d, want 200", code)
+	}
+	if took := time.Since(start); took < delay {
+		t.Errorf("valid call answered after %s, before the %s delay", took, delay)
+	}
+	if code := call(t, srv.URL, "n-2", sec, body, false); code != http.StatusOK {
+		t.Fatalf("second key: %d, want 200", code)
+	}
+	if code := call(t, srv.URL, "n-1", sec, body, false); code != http.StatusOK {
+		t.Fatalf("duplicate: %d, want 200 (a receiver keeps its answer)", code)
+	}
+	if code := call(t, srv.URL, "", sec, body, false); code != http.StatusBadRequest {
+		t.Fatalf("no key: %d, want 400", code)
+	}
+	if code := call(t, srv.URL, "n-3", sec, body, true); code != http.StatusUnauthorized {
+		t.Fatalf("tampered body: %d, want 401", code)
+	}
+	if code := call(t, srv.URL, "n-4", secret(t), body, false); code != http.StatusUnauthorized {
+		t.Fatalf("another secret: %d, want 401", code)
+	}
+	// An unsigned call.
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/hook", bytes.NewReader(body))
+	req.Header.Set("Idempotency-Key", "n-5")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("unsigned call: %d, want 401", resp.StatusCode)
+	}
+
+	s := stats(t, srv.URL)
+	if s.FirstAt.IsZero() || s.LastAt.Before(s.FirstAt) || s.FirstAt.Before(start.Add(-time.Second)) {
+		t.Errorf("first/last call at %s / %s (test started %s)", s.FirstAt, s.LastAt, start)
+	}
+	s.FirstAt, s.LastAt = time.Time{}, time.Time{}
+	want := receiver.Stats{Calls: 7, Distinct: 2, Duplicates: 1, MissingIdempotencyKey: 1, BadSignatures: 3}
+	if s != want {
+		t.Fatalf("stats = %+v, want %+v", s, want)
+	}
+}
+
+func TestNewRefusesBadSettings(t *testing.T) {
+	t.Parallel()
+	if _, err := receiver.New("hunter2", 0); err == nil {
+		t.Error("New accepted a secret without whsec_")
+	}
+	if _, err := receiver.New(secret(t), -time.Millisecond); err == nil {
+		t.Error("New accepted a negative delay")
+	}
+}
