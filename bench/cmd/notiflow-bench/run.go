@@ -38,6 +38,7 @@ type options struct {
 	// ReceiverDelay is the webhook receiver's answer delay (channel
 	// webhook).
 	ReceiverDelay time.Duration `json:"receiverDelay,omitempty"`
+	Floor         bool          `json:"floor"`
 	Timeout       time.Duration `json:"-"`
 	Out           string        `json:"-"`
 }
@@ -55,6 +56,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.Channel, "channel", "sim", "channel of the notifications: sim, inbox or webhook")
 	fs.DurationVar(&o.SimLatency, "sim-latency", 2*time.Millisecond, "simulated provider latency")
 	fs.DurationVar(&o.ReceiverDelay, "receiver-delay", receiver.DefaultDelay, "channel webhook: how long the receiver waits before answering each call")
+	fs.BoolVar(&o.Floor, "floor", true, "after the run, measure the floor on its rows (floorPerSecond, floorRatio)")
 	fs.DurationVar(&o.Timeout, "timeout", 15*time.Minute, "give up on the run after this long")
 }
 
@@ -74,6 +76,12 @@ type result struct {
 	// Receiver is the webhook receiver's counters and CPU (channel
 	// webhook only; its CPU is not in CPUSec).
 	Receiver *receiverResult `json:"receiver,omitempty"`
+	// Floor is the least work of the same run with none of notiflow's
+	// logic (see floor.go), FloorPerSecond its rate and FloorRatio the
+	// run's msgsPerSecond over it.
+	Floor          *harness.FloorResult `json:"floor,omitempty"`
+	FloorPerSecond float64              `json:"floorPerSecond,omitempty"`
+	FloorRatio     float64              `json:"floorRatio,omitempty"`
 }
 
 func cmdRun(ctx context.Context, args []string) error {
@@ -194,7 +202,18 @@ func benchmark(ctx context.Context, root string, o options) (*result, error) {
 		return res, fmt.Errorf("run %s ended %s: %s", run.ID, run.Status, run.Error)
 	}
 	if res.Receiver != nil {
-		return res, res.Receiver.check(run.Report.Eligible)
+		if err := res.Receiver.check(run.Report.Eligible); err != nil {
+			return res, err
+		}
+	}
+	if o.Floor {
+		stack.StopAll(30 * time.Second) // the floor runs alone on the dependencies
+		if recv != nil {
+			recv.proc.Stop(10 * time.Second)
+		}
+		if err := measureFloor(ctx, res, iso, deps, o); err != nil {
+			return res, err
+		}
 	}
 	return res, nil
 }
@@ -301,6 +320,10 @@ func printReport(title string, res *result) {
 	}
 	if res.Receiver != nil {
 		fmt.Println(res.Receiver)
+	}
+	if res.Floor != nil {
+		fmt.Printf("floor: %d notifications in %.2fs = %.0f/s; floorRatio %.2f; parts done at (s) %v\n",
+			res.Floor.Notifications, res.Floor.Seconds, res.FloorPerSecond, res.FloorRatio, res.Floor.PartSeconds)
 	}
 	fmt.Println(benchmarkLine(res.Run))
 }

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/notiflow/notiflow/bench/harness"
+)
+
+// The batch sizes the floor writes in: the scheduler's claim and relay
+// batches (NOTIFLOW_CLAIM_BATCH, NOTIFLOW_RELAY_BATCH defaults); the sink's
+// is the run's own (-sink-batch).
+const (
+	floorClaimBatch = 5000
+	floorRelayBatch = 5000
+)
+
+// measureFloor runs the floor of a finished run on its database and stores
+// the figures in res: the run's outbox rows written again in claim-sized
+// transactions and read back in relay-sized pages, its notifications rows
+// in sink-sized transactions, and its number of records through two topics
+// (see harness.Floor), all at once, with the services stopped.
+func measureFloor(ctx context.Context, res *result, iso harness.Isolation, deps harness.Deps, o options) error {
+	dsn, err := iso.DSN(deps)
+	if err != nil {
+		return err
+	}
+	n := int(res.Run.Report.Eligible)
+	size, err := recordBytes(ctx, deps.Kafka, iso.TopicDue)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("floor: %d notifications, records of %d bytes\n", n, size)
+	f := &harness.Floor{
+		DSN: dsn, Brokers: []string{deps.Kafka}, Redis: deps.Redis, Name: iso.Name,
+		Tables: []harness.FloorTable{
+			{Source: "outbox", Batch: floorClaimBatch, ReadBack: floorRelayBatch},
+			{Source: "notifications", Batch: o.SinkBatch},
+		},
+		N: n, Partitions: o.Partitions, Consumers: o.Dispatchers, RecordBytes: size,
+	}
+	fr, err := f.Run(ctx)
+	if err != nil {
+		return err
+	}
+	res.Floor, res.FloorPerSecond = &fr, fr.PerSecond
+	if fr.PerSecond > 0 {
+		res.FloorRatio = float64(int(res.Run.Report.MsgsPerSecond/fr.PerSecond*1000)) / 1000
+	}
+	return nil
+}
+
+// recordBytes returns the size of the first record of topic's partition 0
+// (the run's due records are all of one shape).
+func recordBytes(ctx context.Context, broker, topic string) (int, error) {
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{broker}, Topic: topic, Partition: 0, MaxBytes: 1 << 20})
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	m, err := r.FetchMessage(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("floor: read a record of %s: %w", topic, err)
+	}
+	return len(m.Value), nil
+}
