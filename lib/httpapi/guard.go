@@ -57,6 +57,14 @@ func (g *Guard) Handle(fn HandlerFunc) http.Handler {
 	})
 }
 
+// Wrap returns h behind the bearer check of Handle.
+func (g *Guard) Wrap(h http.Handler) http.Handler {
+	return g.Handle(func(w http.ResponseWriter, r *http.Request) error {
+		h.ServeHTTP(w, r)
+		return nil
+	})
+}
+
 // Fail answers err: an *Error with its status and message, then what the
 // guard's ErrorMap knows, an *http.MaxBytesError with 413; a request the
 // client gave up on gets no answer; anything else is logged and answered

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"time"
 
@@ -179,9 +178,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 	s.health.AddCheck("kafka", kafkax.HealthCheck(cfg.Kafka.Brokers, topics(cfg)...))
 	s.mux = obs.Mux(s.health, reg)
 	if cfg.Pprof {
-		s.mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-		s.mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-		s.mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+		obs.MountPprof(s.mux, nil) // the dispatcher's port serves no API
 	}
 	return s, nil
 }

@@ -32,6 +32,9 @@ type Config struct {
 	APIToken       string `env:"NOTIFLOW_API_TOKEN" secret:"true"`
 	InsecureNoAuth bool   `env:"NOTIFLOW_INSECURE_NO_AUTH" default:"false"`
 	LogLevel       string `env:"NOTIFLOW_LOG_LEVEL" default:"info"`
+	// Pprof serves /debug/pprof/ on the HTTP address behind the API's
+	// bearer token (off by default).
+	Pprof bool `env:"NOTIFLOW_PPROF" default:"false"`
 
 	ScanEnabled     bool          `env:"NOTIFLOW_SCAN_ENABLED" default:"true"`
 	Tick            time.Duration `env:"NOTIFLOW_TICK" default:"1s"`

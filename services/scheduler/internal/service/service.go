@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/notiflow/notiflow/lib/httpapi"
 	"github.com/notiflow/notiflow/lib/kafkax"
 	"github.com/notiflow/notiflow/lib/netguard"
 	"github.com/notiflow/notiflow/lib/obs"
@@ -146,6 +147,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 	}, log).Register(routes)
 	if cfg.APIToken == "" {
 		log.Warn("API authentication is disabled (NOTIFLOW_INSECURE_NO_AUTH): development only")
+	}
+	if cfg.Pprof {
+		obs.MountPprof(s.mux, httpapi.NewGuard(cfg.APIToken, nil, log, "pprof request failed").Wrap)
 	}
 	s.bench = s.newBench(targets)
 	benchports.NewHandler(s.bench, cfg.APIToken, log).

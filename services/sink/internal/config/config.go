@@ -25,6 +25,9 @@ type Config struct {
 	APIToken       string `env:"NOTIFLOW_API_TOKEN" secret:"true"`
 	InsecureNoAuth bool   `env:"NOTIFLOW_INSECURE_NO_AUTH" default:"false"`
 	LogLevel       string `env:"NOTIFLOW_LOG_LEVEL" default:"info"`
+	// Pprof serves /debug/pprof/ on the HTTP address behind the API's
+	// bearer token (off by default).
+	Pprof bool `env:"NOTIFLOW_PPROF" default:"false"`
 	// GCPercent is the Go GC target (as GOGC) applied at start unless GOGC
 	// is set; 0 keeps Go's default. 400: the sink allocates per record but
 	// keeps little alive (bench/README.md, sink).

@@ -14,6 +14,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/notiflow/notiflow/lib/consume"
+	"github.com/notiflow/notiflow/lib/httpapi"
 	"github.com/notiflow/notiflow/lib/kafkax"
 	"github.com/notiflow/notiflow/lib/obs"
 	"github.com/notiflow/notiflow/lib/svc"
@@ -116,6 +117,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 	s.health.AddCheck("kafka", kafkax.HealthCheck(cfg.Kafka.Brokers, topics(cfg)...))
 	s.mux = obs.Mux(s.health, reg)
 	ports.NewReadAPI(notifications.NewReader(s.store.DB()), cfg.APIToken, log).Register(s.mux)
+	if cfg.Pprof {
+		obs.MountPprof(s.mux, httpapi.NewGuard(cfg.APIToken, nil, log, "pprof request failed").Wrap)
+	}
 	return s, nil
 }
 
