@@ -149,7 +149,7 @@ func (r *CostRecorder) Take(ctx context.Context) CostSnapshot {
 	s, err := TakeCostSnapshot(ctx, r.pids, r.db)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err != nil && r.err == nil {
+	if err != nil && ctx.Err() == nil && r.err == nil { // a snapshot cut off by the recorder's stop is no error
 		r.err = err
 	}
 	r.snaps = append(r.snaps, s)

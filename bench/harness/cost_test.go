@@ -50,8 +50,8 @@ func TestCostRecorderAtPicksFirstSnapshotAfter(t *testing.T) {
 	if got, ok := r.At(b.At.Add(time.Second)); ok || !got.At.Equal(b.At) {
 		t.Errorf("At after every snapshot = %v (%v), want the last with false", got.At, ok)
 	}
-	if a.CPU["self"] <= 0 && b.CPU["self"] <= 0 {
-		t.Errorf("no CPU time read for this process: %v %v", a.CPU, b.CPU)
+	if _, ok := b.CPU["self"]; !ok {
+		t.Errorf("no CPU time read for this process: %v", b.CPU)
 	}
 }
 

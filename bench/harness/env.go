@@ -158,6 +158,9 @@ func (iso Isolation) ServiceEnv(service string) map[string]string {
 			"NOTIFLOW_DISPATCHER_GROUP": iso.DispatcherGroup,
 			"NOTIFLOW_SINK_GROUP":       iso.SinkGroup,
 			"NOTIFLOW_WEBHOOK_ALLOW":    "127.0.0.1/32",
+			// The start of a run answers once its targets are stored:
+			// as long as Admin.StartBenchmark waits.
+			"NOTIFLOW_HTTP_WRITE_TIMEOUT": startTimeout.String(),
 		}
 	case "dispatcher":
 		return map[string]string{

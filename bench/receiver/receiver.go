@@ -38,8 +38,9 @@ type Stats struct {
 	// Distinct is the number of distinct Idempotency-Keys answered 2xx:
 	// the distinct occurrences delivered.
 	Distinct int64 `json:"distinct"`
-	// Duplicates counts the calls whose key had been answered 2xx before
-	// they arrived (answered 2xx again: a receiver keeps its answer).
+	// Duplicates counts the calls answered 2xx whose key had already been
+	// answered 2xx, before they arrived or while they were in flight (a
+	// receiver keeps its answer).
 	Duplicates int64 `json:"duplicates"`
 	// MissingIdempotencyKey counts the calls without the header (answered
 	// 400).
@@ -134,12 +135,6 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "signature: "+err.Error(), http.StatusUnauthorized)
 		return
 	}
-	r.mu.Lock()
-	_, seen := r.answered[key]
-	r.mu.Unlock()
-	if seen {
-		r.duplicates.Add(1)
-	}
 	if r.delay > 0 {
 		t := time.NewTimer(r.delay)
 		select {
@@ -149,8 +144,15 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 	}
+	// Checked and marked at the answer, in one step: two calls of one key
+	// that overlap both reach here, and the second is a duplicate; a call
+	// its client gave up on (a timeout, retried) never does.
 	r.mu.Lock()
+	_, seen := r.answered[key]
 	r.answered[key] = struct{}{}
 	r.mu.Unlock()
+	if seen {
+		r.duplicates.Add(1)
+	}
 	w.WriteHeader(http.StatusOK)
 }

@@ -17,9 +17,19 @@ import (
 // lib/webhooksig, the dispatcher's signer. It returns the status.
 func call(t *testing.T, url, key, secret string, body []byte, tamper bool) int {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url+"/hook", bytes.NewReader(body))
+	code, err := send(url, key, secret, body, tamper)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return code
+}
+
+// send posts body to the receiver at url as the dispatcher does, signed
+// with secret (over a changed body when tamper), and returns the status.
+func send(url, key, secret string, body []byte, tamper bool) (int, error) {
+	req, err := http.NewRequest(http.MethodPost, url+"/hook", bytes.NewReader(body))
+	if err != nil {
+		return 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if key != "" {
@@ -27,7 +37,7 @@ func call(t *testing.T, url, key, secret string, body []byte, tamper bool) int {
 	}
 	k, err := webhooksig.Decode(secret)
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	signed := body
 	if tamper {
@@ -36,10 +46,10 @@ func call(t *testing.T, url, key, secret string, body []byte, tamper bool) int {
 	webhooksig.SetHeaders(req.Header, [][]byte{k}, key, time.Now(), signed)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	resp.Body.Close()
-	return resp.StatusCode
+	return resp.StatusCode, nil
 }
 
 func stats(t *testing.T, url string) receiver.Stats {
@@ -131,6 +141,41 @@ func TestReceiverCounts(t *testing.T) {
 	want := receiver.Stats{Calls: 7, Distinct: 2, Duplicates: 1, MissingIdempotencyKey: 1, BadSignatures: 3}
 	if s != want {
 		t.Fatalf("stats = %+v, want %+v", s, want)
+	}
+}
+
+// TestReceiverCountsOverlappingDuplicates: two calls of one key in flight
+// at once (a double send, as a rebalance could make one) are one
+// occurrence and one duplicate, however they interleave.
+func TestReceiverCountsOverlappingDuplicates(t *testing.T) {
+	t.Parallel()
+	sec := secret(t)
+	r, err := receiver.New(sec, 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+	body := []byte(`{"notification_id":"n-9","body":"hello"}`)
+	type answer struct {
+		code int
+		err  error
+	}
+	answers := make(chan answer, 2)
+	for range 2 {
+		go func() {
+			code, err := send(srv.URL, "n-9", sec, body, false)
+			answers <- answer{code, err}
+		}()
+	}
+	for range 2 {
+		if a := <-answers; a.err != nil || a.code != http.StatusOK {
+			t.Fatalf("call: %d %v, want 200", a.code, a.err)
+		}
+	}
+	s := stats(t, srv.URL)
+	if s.Calls != 2 || s.Distinct != 1 || s.Duplicates != 1 {
+		t.Fatalf("stats = %+v, want 2 calls, 1 distinct, 1 duplicate", s)
 	}
 }
 

@@ -40,6 +40,9 @@ func runCost(costs *harness.CostRecorder, begin harness.CostSnapshot, run *harne
 	if err := costs.Err(); err != nil {
 		fmt.Printf("cost: %v\n", err)
 	}
+	if late := due.At.Sub(run.DueAt); late > 2*costInterval {
+		fmt.Printf("cost: the run window's first snapshot is %s after the due time (the start answered late); its CPU counts as setup\n", late.Round(time.Millisecond))
+	}
 	c := harness.ComputeCost(begin, due, end, run.Report.Eligible)
 	return &c
 }

@@ -37,8 +37,9 @@ import (
 //
 // Counting is the watcher's only costly observation: a count reads every
 // row of the run counted so far. Pacing bounds it to 1/countBudget of the
-// run's wall time per count, so the observation stays a small, fixed
-// share of the database's work however large the run; once the outbox is
+// run's wall time per kind of count while a count takes under
+// maxCountGap/countBudget (100 ms); a longer count runs every maxCountGap,
+// its share growing with the run (see countBudget). Once the outbox is
 // final and both consumer groups have no lag (the pipeline holds nothing
 // more), the persisted rows are counted every sample, so a finished run is
 // seen at once.
@@ -198,7 +199,9 @@ func (w *watcher) sample(ctx context.Context, now time.Time) {
 	}
 	if !w.outboxFinal && !time.Now().Before(w.nextOutboxCount) {
 		start := time.Now()
-		w.sampleOutbox(ctx, now)
+		// The count's own time: the relay cursor's updated_at is compared
+		// with it, and the lag sample above took time.
+		w.sampleOutbox(ctx, w.s.now())
 		w.nextOutboxCount = w.paced(start)
 	}
 	if w.settled() || !time.Now().Before(w.nextPersistedCount) {
