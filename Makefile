@@ -136,3 +136,8 @@ k8s-status:
 ## k8s-images: rebuild the service images from the Dockerfile and import them into the running node
 k8s-images:
 	@scripts/k8s-local.sh images
+
+## k8s-smoke: on the running local cluster: a Deployment of the dispatcher image with imagePullPolicy Never
+## until Ready, then KEDA's CRDs and a server-side dry-run apply of every overlay in deploy/k8s/overlays
+k8s-smoke:
+	@scripts/k8s-local/smoke.sh
