@@ -20,6 +20,9 @@ set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 K8S_HOME=${K8S_HOME:-$root/.deps/k8s}
+# The physical path: /proc/self/mounts names mounts by it (.deps may be a symlink).
+mkdir -p "$K8S_HOME"
+K8S_HOME=$(realpath "$K8S_HOME")
 export K8S_HOME K8S_VERSION=${K8S_VERSION:-v1.35.4}
 here=$root/scripts/k8s-local
 bin=$K8S_HOME/bin
@@ -106,6 +109,7 @@ install_packages() {
 	[[ -x /usr/lib/cni/bridge ]] || missing+=(containernetworking-plugins)
 	command -v etcd >/dev/null || missing+=(etcd-server)
 	command -v iptables >/dev/null || missing+=(iptables)
+	command -v nft >/dev/null || missing+=(nftables)
 	((${#missing[@]})) || return 0
 	log "apt-get install ${missing[*]} (log: $logs/apt.log)"
 	# policy-rc.d keeps the packages' services from starting on install.
@@ -174,6 +178,7 @@ record_host_state() {
 	for s in "${SYSCTLS[@]}"; do
 		if sysctl -n "$s" >/dev/null 2>&1; then echo "$s=$(sysctl -n "$s")" >>"$run/sysctl.before"; fi
 	done
+	nft list tables >"$run/nft-tables.before" 2>/dev/null || true
 	: >"$run/host-paths.created"
 	for p in "${HOST_PATHS[@]}"; do [[ -e $p ]] || echo "$p" >>"$run/host-paths.created"; done
 }
@@ -232,7 +237,7 @@ remove_kube_chains() {
 	for ipt in iptables ip6tables; do
 		command -v $ipt >/dev/null || continue
 		for t in filter nat mangle raw; do
-			$ipt -t $t -S 2>/dev/null | grep -E '^-A [A-Z]+ .*-j KUBE-' | grep -vE '^-A KUBE-' |
+			{ $ipt -t $t -S 2>/dev/null || true; } | awk '$1 == "-A" && $2 !~ /^KUBE-/ && / -j KUBE-/' |
 				while read -r -a rule; do $ipt -t $t -D "${rule[@]:1}" 2>/dev/null || true; done
 			for ch in $($ipt -t $t -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^KUBE-/ {print $2}'); do
 				$ipt -t $t -F "$ch" 2>/dev/null || true
@@ -241,6 +246,22 @@ remove_kube_chains() {
 				$ipt -t $t -X "$ch" 2>/dev/null || true
 			done
 		done
+	done
+}
+
+# remove_new_nft_tables: the netfilter tables iptables(-nft) made for
+# kubelet and kube-proxy (filter, nat, mangle of ip and ip6) stay behind,
+# empty, after their chains are gone: delete each table that did not exist
+# at up and holds no rule.
+remove_new_nft_tables() {
+	local family name
+	command -v nft >/dev/null && [[ -f $run/nft-tables.before ]] || return 0
+	nft list tables 2>/dev/null | while read -r _ family name; do
+		grep -qx "table $family $name" "$run/nft-tables.before" && continue
+		# A rule's line ends in "# handle N" and is no table or chain line.
+		if ! nft -a list table "$family" "$name" | grep -E '# handle [0-9]+$' | grep -qvE '^[[:space:]]*(table|chain) '; then
+			nft delete table "$family" "$name"
+		fi
 	done
 }
 
@@ -283,6 +304,7 @@ cmd_down() {
 		"$bin/kube-proxy" --cleanup >"$logs/kube-proxy-cleanup.log" 2>&1 || true
 	fi
 	remove_kube_chains
+	remove_new_nft_tables
 	restore_sysctls
 	if ip link show "$BRIDGE" >/dev/null 2>&1; then ip link del "$BRIDGE"; fi
 	# Pod cgroups kubelet made (cgroupfs driver), leaves first.
