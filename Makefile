@@ -120,7 +120,7 @@ test-chaos: deps
 	@set -o pipefail; cd bench && $(TEST_ENV) NOTIFLOW_CHAOS=all $(GO) test -count=1 -timeout 90m -run 'TestChaos|TestCancel|TestPatchEndToEnd' -v ./chaos/ 2>&1 | grep -v '^=== '
 
 ## k8s-up: a single-node Kubernetes on this machine (needs root): builds Kubernetes from the Go module proxy
-## once (cached in .deps/k8s, ~6 min cold), starts it with the service images imported; kubeconfig .deps/k8s/kubeconfig.
+## once (cached in .deps/k8s, ~7 min cold), starts it with the service images imported; kubeconfig .deps/k8s/kubeconfig.
 ## See deploy/k8s/README.md, "Local cluster".
 k8s-up:
 	@scripts/k8s-local.sh up

@@ -269,6 +269,9 @@ cmd_down() {
 	[[ $(id -u) -eq 0 ]] || die "needs root"
 	t0=$(date +%s)
 	local i n c p
+	# No controller recreates what is deleted next.
+	stop kube-controller-manager
+	stop kube-scheduler
 	# Let kubelet stop the pods it runs.
 	if alive kube-apiserver && alive kubelet && kubectl get --raw /readyz >/dev/null 2>&1; then
 		kubectl delete pods --all -A --grace-period=5 --wait=false >/dev/null 2>&1 || true
