@@ -13,7 +13,8 @@
 #
 # Network: the API server, etcd and the other components listen on
 # 127.0.0.1; the node's address is 10.244.0.1 on a bridge this script
-# creates (k8slocal0), which pods share (10.244.0.0/24). No forwarding, no
+# creates (k8slocal0), which pods share (10.244.0.0/24); cluster DNS
+# (CoreDNS) answers on 10.244.0.1:53. No forwarding, no
 # masquerading, no route to that subnet anywhere else: pods reach each other
 # and the node address only.
 set -euo pipefail
@@ -51,7 +52,7 @@ SYSCTLS=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops
 HOST_PATHS=(/var/lib/kubelet /var/log/containers /var/lib/cni /run/containerd /var/log/pods)
 # Control-plane components, in start order; down stops them in reverse.
 CONTROL=(etcd kube-apiserver kube-controller-manager kube-scheduler)
-NODE_PROCS=(containerd kubelet kube-proxy)
+NODE_PROCS=(containerd kubelet kube-proxy coredns)
 
 log() { printf '[k8s-local %s] %s\n' "$(date +%T)" "$*"; }
 die() {
@@ -209,6 +210,13 @@ start_node() {
 	start kubelet "$bin/kubelet" --config="$run/kubelet/config.yaml" --kubeconfig="$pki/kubelet.kubeconfig" \
 		--root-dir="$run/kubelet" --cert-dir="$run/kubelet/pki" --hostname-override=$NODE --node-ip=$NODE_IP --v=1
 	start kube-proxy "$bin/kube-proxy" --config="$run/kube-proxy.yaml"
+	# Cluster DNS: CoreDNS as a node process on the bridge address (pods
+	# reach it directly; kubelet's clusterDNS), reading Services with a
+	# client certificate of its own.
+	kubectl apply --server-side -f "$here/coredns-rbac.yaml" >/dev/null
+	render corefile "$run/Corefile"
+	start coredns "$bin/coredns" -conf "$run/Corefile"
+	wait_for 60 coredns curl -sf http://127.0.0.1:18181/ready
 	wait_for 120 "node $NODE" kubectl wait --for=condition=Ready "node/$NODE" --timeout=5s
 	# kubelet writes its sysctls at start; put the host's values back.
 	restore_sysctls
@@ -281,6 +289,7 @@ cmd_down() {
 			sleep 0.5
 		done
 	fi
+	stop coredns
 	stop kube-proxy
 	stop kubelet
 	# Whatever kubelet left: kill the tasks and delete the containers.
@@ -337,6 +346,11 @@ cmd_status() {
 	fi
 	health=$(kubectl get --raw '/readyz' 2>&1)
 	echo "API server https://127.0.0.1:$API_PORT readyz: $health; server $(kubectl version -o json 2>/dev/null | sed -n 's/.*"gitVersion": "\(v1[^"]*\)".*/\1/p' | tail -1)"
+	if curl -sf http://127.0.0.1:18181/ready >/dev/null 2>&1; then
+		echo "cluster DNS: CoreDNS ready on $NODE_IP:53 (cluster.local)"
+	else
+		echo "cluster DNS: CoreDNS not ready"
+	fi
 	kubectl get nodes -o wide
 	if alive containerd; then
 		echo "images in the node's containerd (namespace k8s.io):"

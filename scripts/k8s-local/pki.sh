@@ -6,7 +6,7 @@
 # A CA; the API server's serving certificate (127.0.0.1, the node address,
 # the first service address, the kubernetes.default names); client
 # certificates for the admin (system:masters), the controller-manager, the
-# scheduler, kube-proxy, the kubelet (system:node:$NODE) and the API
+# scheduler, kube-proxy, CoreDNS, the kubelet (system:node:$NODE) and the API
 # server's kubelet client; the service-account key pair. The admin
 # kubeconfig is $K8S_HOME/kubeconfig, the others $K8S_HOME/pki/*.kubeconfig.
 set -euo pipefail
@@ -16,20 +16,24 @@ NODE=${NODE:?}
 NODE_IP=${NODE_IP:?}
 API=https://127.0.0.1:${API_PORT:-16443}
 pki=$K8S_HOME/pki
-[[ -f $pki/done ]] && exit 0
 mkdir -p "$pki"
 cd "$pki"
 umask 077
 
-openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 3650 \
-	-subj "/CN=notiflow-k8s-local-ca" 2>/dev/null
-openssl genrsa -out sa.key 2048 2>/dev/null
-openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+if [[ ! -f ca.crt ]]; then
+	openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 3650 \
+		-subj "/CN=notiflow-k8s-local-ca" 2>/dev/null
+fi
+if [[ ! -f sa.pub ]]; then
+	openssl genrsa -out sa.key 2048 2>/dev/null
+	openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+fi
 
 # cert NAME SUBJECT [SUBJECT-ALT-NAMES]: a key and a certificate signed by
 # the CA; with alt names it serves TLS, without it is a client certificate.
 cert() {
 	local name=$1 subject=$2 san=${3:-}
+	[[ -f $name.crt ]] && return 0
 	openssl req -newkey rsa:2048 -nodes -keyout "$name.key" -out "$name.csr" -subj "$subject" 2>/dev/null
 	if [[ -n $san ]]; then
 		printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth,clientAuth\n' "$san" >"$name.ext"
@@ -44,6 +48,7 @@ cert() {
 # kubeconfig NAME FILE: a kubeconfig using NAME's client certificate.
 kubeconfig() {
 	local name=$1 file=$2
+	[[ -f $file ]] && return 0
 	kubectl config --kubeconfig="$file" set-cluster local --server="$API" \
 		--certificate-authority="$pki/ca.crt" --embed-certs=true >/dev/null
 	kubectl config --kubeconfig="$file" set-credentials "$name" --client-certificate="$pki/$name.crt" \
@@ -59,14 +64,12 @@ cert admin "/O=system:masters/CN=k8s-local-admin"
 cert controller-manager "/CN=system:kube-controller-manager"
 cert scheduler "/CN=system:kube-scheduler"
 cert kube-proxy "/CN=system:kube-proxy"
+cert coredns "/CN=k8s-local:coredns"
 cert kubelet "/O=system:nodes/CN=system:node:$NODE"
 cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client"
 
-rm -f "$K8S_HOME/kubeconfig"
 kubeconfig admin "$K8S_HOME/kubeconfig"
-for n in controller-manager scheduler kube-proxy kubelet; do
-	rm -f "$n.kubeconfig"
+for n in controller-manager scheduler kube-proxy kubelet coredns; do
 	kubeconfig "$n" "$n.kubeconfig"
 done
-touch done
-echo "certificates and kubeconfigs in $pki"
+rm -f done

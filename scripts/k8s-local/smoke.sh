@@ -8,9 +8,11 @@
 #     pod bridge, starts the image's static binary as UID 65532 and becomes
 #     Ready, and the binary's own log line shows it running (it waits for
 #     Kafka, which this namespace does not have: the Deployment has no
-#     readiness probe, so Ready means "the container runs"). Then it is
-#     deleted.
-#  2. KEDA's CRDs (config/crd/bases of the KEDA Go module, applied
+#     readiness probe, so Ready means "the container runs"). The namespace
+#     is deleted after step 2.
+#  2. Cluster DNS: a pod of the same image resolves
+#     kubernetes.default.svc.cluster.local to the Service's ClusterIP.
+#  3. KEDA's CRDs (config/crd/bases of the KEDA Go module, applied
 #     server-side), then `kubectl apply --server-side --dry-run=server -k`
 #     of every overlay in deploy/k8s/overlays: each passes or fails with the
 #     API server's reason. Exit status 1 if any check fails.
@@ -96,9 +98,47 @@ else
 	kubectl -n $ns get pods -o wide
 	kubectl -n $ns describe pods | tail -20
 fi
+say "2. cluster DNS: a pod resolves kubernetes.default.svc.cluster.local"
+# The image has no resolver tool: its healthcheck binary resolves the name,
+# then cannot connect (pods do not reach ClusterIPs here) and says where it
+# tried, which is the Service's ClusterIP when the name resolved.
+cluster_ip=$(kubectl -n default get service kubernetes -o jsonpath='{.spec.clusterIP}')
+kubectl -n $ns apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Pod
+metadata:
+  name: dns
+spec:
+  restartPolicy: Never
+  automountServiceAccountToken: false
+  securityContext:
+    runAsNonRoot: true
+    seccompProfile: {type: RuntimeDefault}
+  containers:
+    - name: dns
+      image: notiflow/dispatcher:dev
+      imagePullPolicy: Never
+      command: [/usr/local/bin/healthcheck, -timeout, 5s, "https://kubernetes.default.svc.cluster.local/"]
+      securityContext:
+        allowPrivilegeEscalation: false
+        readOnlyRootFilesystem: true
+        capabilities: {drop: [ALL]}
+YAML
+deadline=$(($(date +%s) + 60))
+until [[ $(kubectl -n $ns get pod dns -o jsonpath='{.status.phase}' 2>/dev/null) =~ ^(Succeeded|Failed)$ ]]; do
+	(($(date +%s) < deadline)) || break
+	sleep 1
+done
+answer=$(kubectl -n $ns logs dns 2>&1)
+if grep -q "$cluster_ip" <<<"$answer"; then
+	say "resolved to $cluster_ip ($answer)"
+else
+	fail "kubernetes.default.svc.cluster.local did not resolve to $cluster_ip: $answer"
+fi
+
 kubectl delete namespace $ns --wait=true --timeout=120s >/dev/null || fail "namespace $ns not deleted"
 
-say "2. KEDA $KEDA_VERSION CRDs (server-side)"
+say "3. KEDA $KEDA_VERSION CRDs (server-side)"
 # The module's zip is fetched even though its go.mod asks for a newer Go
 # than the machine's (go mod download then reports an error beside the
 # zip's path); only the CRD files are taken out of it.
@@ -124,7 +164,7 @@ else
 	fail "KEDA CRDs from $keda_dir/config/crd/bases not applied"
 fi
 
-say "3. kubectl apply --server-side --dry-run=server -k of every overlay"
+say "4. kubectl apply --server-side --dry-run=server -k of every overlay"
 # A dry run creates nothing, so the namespaced objects of an overlay would
 # fail on its missing Namespace: the overlays' Namespaces are created for
 # real first (and those that did not exist before are deleted at the end).
