@@ -125,7 +125,8 @@ test-chaos: deps
 k8s-up:
 	@scripts/k8s-local.sh up
 
-## k8s-down: stop the local cluster by pid and undo its host changes (bridge, mounts, iptables chains, sysctls)
+## k8s-down: stop the local cluster by pid, undo its host changes (bridge, mounts, iptables chains, sysctls, paths)
+## and check that nothing is left
 k8s-down:
 	@scripts/k8s-local.sh down
 

@@ -5,6 +5,8 @@
 #   scripts/k8s-local.sh up      build what is missing (cached), start everything
 #   scripts/k8s-local.sh down    stop everything by pid, undo every host change
 #   scripts/k8s-local.sh status  each component, the node, the imported images
+#   scripts/k8s-local.sh check-down  what of the cluster is left on the host
+#                                    (down ends with it; fails if anything is)
 #   scripts/k8s-local.sh images  (re)build the service images and import them
 #
 # Everything lives under $K8S_HOME (default .deps/k8s, git-ignored): binaries,
@@ -327,6 +329,44 @@ cmd_down() {
 		done <"$run/host-paths.created"
 	fi
 	log "down in $(elapsed) s"
+	check_down
+}
+
+# check_down: prints what of the cluster is left on the host (nothing,
+# after a clean down) and fails if anything is.
+check_down() {
+	local left=0 line p t procs mounts chains
+	procs=$(pgrep -f "$K8S_HOME/" | xargs -r ps -o pid=,comm= -p | tr '\n' ' ' || true)
+	[[ -z $procs ]] || { log "left: processes: $procs"; left=1; }
+	if ip link show "$BRIDGE" >/dev/null 2>&1; then log "left: bridge $BRIDGE"; left=1; fi
+	mounts=$(awk -v r="$K8S_HOME/" 'index($2, r) == 1 {print $2}' /proc/self/mounts)
+	[[ -z $mounts ]] || { log "left: mounts: $mounts"; left=1; }
+	if [[ -f $run/sysctl.before ]]; then
+		while IFS= read -r line; do
+			[[ $(sysctl -n "${line%%=*}" 2>/dev/null) == "${line#*=}" ]] ||
+				{ log "left: sysctl ${line%%=*}=$(sysctl -n "${line%%=*}") (was ${line#*=})"; left=1; }
+		done <"$run/sysctl.before"
+	fi
+	for t in iptables-save ip6tables-save; do
+		command -v $t >/dev/null || continue
+		chains=$($t 2>/dev/null | grep -c '^:KUBE-' || true)
+		((chains == 0)) || { log "left: $chains KUBE- chains ($t)"; left=1; }
+	done
+	if command -v nft >/dev/null && [[ -f $run/nft-tables.before ]]; then
+		while read -r line; do
+			grep -qxF "$line" "$run/nft-tables.before" || { log "left: netfilter $line"; left=1; }
+		done < <(nft list tables 2>/dev/null)
+	fi
+	if [[ -f $run/host-paths.created ]]; then
+		while read -r p; do
+			[[ -z $p || ! -e $p ]] || { log "left: $p"; left=1; }
+		done <"$run/host-paths.created"
+	fi
+	if ((left)); then
+		log "the host still holds parts of the cluster (above)"
+		return 1
+	fi
+	log "host clean: no process under $K8S_HOME, no bridge $BRIDGE, no mount, no KUBE- chain, no new netfilter table, sysctls and host paths as before up"
 }
 
 cmd_status() {
@@ -362,13 +402,14 @@ case ${1:-} in
 up) cmd_up ;;
 down) cmd_down ;;
 status) cmd_status ;;
+check-down) check_down ;;
 images)
 	mkdir -p "$logs"
 	"$here/images.sh" build
 	if alive containerd; then "$here/images.sh" import; fi
 	;;
 *)
-	echo "usage: $0 up|down|status|images" >&2
+	echo "usage: $0 up|down|status|images|check-down" >&2
 	exit 2
 	;;
 esac
