@@ -231,6 +231,10 @@ cmd_up() {
 	prepare
 	log "binaries, certificates and images ready ($(elapsed) s)"
 	if alive kube-apiserver; then die "already up (make k8s-status); run make k8s-down first"; fi
+	if awk -v r="$K8S_HOME/" 'index($2, r) == 1 {found = 1} END {exit !found}' /proc/self/mounts; then
+		die "mounts of an earlier cluster are still under $K8S_HOME: run make k8s-down first"
+	fi
+	trap 'log "up failed: make k8s-down stops what was started (logs: $logs)"' ERR
 	rm -rf "$run"
 	mkdir -p "$run"
 	record_host_state

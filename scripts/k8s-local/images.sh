@@ -99,7 +99,11 @@ build_service() {
 			workdir=$args
 			mkdir -p "$(path "$workdir")"
 			;;
-		ENV) [[ $stage == build ]] && read -r -a more <<<"$args" && env+=("${more[@]}") ;;
+		ENV)
+			[[ $stage == build ]] || die "ENV outside the build stage: $args"
+			read -r -a more <<<"$args"
+			env+=("${more[@]}")
+			;;
 		COPY)
 			read -r -a words <<<"$args"
 			if [[ ${words[0]} == --from=build ]]; then

@@ -91,7 +91,7 @@ if deployment | kubectl apply -f - >/dev/null &&
 		(($(date +%s) < deadline)) || { fail "no log line from the dispatcher binary in 60 s"; break; }
 		sleep 1
 	done
-	say "the dispatcher's first log line: $(kubectl -n $ns logs "$pod" 2>/dev/null | head -1)"
+	say "the dispatcher's first log line: $(kubectl -n $ns logs "$pod" 2>/dev/null | head -1 | cut -c1-160)…"
 	say "Ready in $(($(date +%s) - start)) s"
 else
 	fail "Deployment $ns/dispatcher not Ready in 120 s"
