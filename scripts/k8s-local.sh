@@ -136,7 +136,7 @@ render() {
 
 prepare() {
 	mkdir -p "$bin" "$pids" "$logs"
-	command -v kubectl >/dev/null || die "kubectl not found: install it (Debian package kubernetes-client, or from kubernetes.io)"
+	command -v kubectl >/dev/null || die "kubectl not found on the PATH (1.32 or newer)"
 	install_packages
 	"$here/build.sh"
 	NODE=$NODE NODE_IP=$NODE_IP "$here/pki.sh"
