@@ -220,6 +220,8 @@ start_node() {
 	render corefile "$run/Corefile"
 	start coredns "$bin/coredns" -conf "$run/Corefile"
 	wait_for 60 coredns curl -sf http://127.0.0.1:18181/ready
+	render kube-dns.yaml "$run/kube-dns.yaml"
+	kubectl apply --server-side -f "$run/kube-dns.yaml" >/dev/null
 	wait_for 120 "node $NODE" kubectl wait --for=condition=Ready "node/$NODE" --timeout=5s
 	# kubelet writes its sysctls at start; put the host's values back.
 	restore_sysctls

@@ -11,7 +11,9 @@
 #     readiness probe, so Ready means "the container runs"). The namespace
 #     is deleted after step 2.
 #  2. Cluster DNS: a pod of the same image resolves
-#     kubernetes.default.svc.cluster.local to the Service's ClusterIP.
+#     kubernetes.default.svc.cluster.local to the Service's ClusterIP; and
+#     kube-proxy: from the host, a DNS query to the kube-dns Service's
+#     ClusterIP is answered (by CoreDNS, through kube-proxy's rules).
 #  3. KEDA's CRDs (config/crd/bases of the KEDA Go module, applied
 #     server-side), then `kubectl apply --server-side --dry-run=server -k`
 #     of every overlay in deploy/k8s/overlays: each passes or fails with the
@@ -134,6 +136,39 @@ if grep -q "$cluster_ip" <<<"$answer"; then
 	say "resolved to $cluster_ip ($answer)"
 else
 	fail "kubernetes.default.svc.cluster.local did not resolve to $cluster_ip: $answer"
+fi
+
+# kube-proxy: the host asks the kube-dns Service's ClusterIP (its endpoint
+# is CoreDNS on the node address) over TCP, through the DNAT rules kube-proxy
+# made, for kubernetes.default's address. (A bare TCP connect proves
+# nothing: some hosts' networks accept any outgoing connection.)
+dns_ip=$(kubectl -n kube-system get service kube-dns -o jsonpath='{.spec.clusterIP}')
+answer=$(python3 - "$dns_ip" kubernetes.default.svc.cluster.local 2>&1 <<'PY'
+import socket, struct, sys
+server, name = sys.argv[1], sys.argv[2]
+query = struct.pack(">HHHHHH", 0x4b38, 0x0100, 1, 0, 0, 0)
+query += b"".join(bytes([len(p)]) + p.encode() for p in name.split(".")) + b"\0"
+query += struct.pack(">HH", 1, 1)  # type A, class IN
+conn = socket.create_connection((server, 53), timeout=5)
+conn.sendall(struct.pack(">H", len(query)) + query)
+def read(n):
+    data = b""
+    while len(data) < n:
+        chunk = conn.recv(n - len(data))
+        if not chunk:
+            raise SystemExit("connection closed")
+        data += chunk
+    return data
+reply = read(struct.unpack(">H", read(2))[0])
+answers = struct.unpack(">H", reply[6:8])[0]
+# One A record answers: its address is the reply's last four bytes.
+print(socket.inet_ntoa(reply[-4:]) if answers == 1 else "answers: %d" % answers)
+PY
+)
+if [[ $answer == "$cluster_ip" ]]; then
+	say "kube-proxy: Service kube-system/kube-dns at $dns_ip:53 answers from the host: kubernetes.default is $answer"
+else
+	fail "kube-proxy: Service kube-system/kube-dns at $dns_ip:53 from the host: $answer"
 fi
 
 kubectl delete namespace $ns --wait=true --timeout=120s >/dev/null || fail "namespace $ns not deleted"
