@@ -11,7 +11,8 @@ TEST_ENV = NOTIFLOW_TEST_KAFKA=127.0.0.1:9092 \
 	NOTIFLOW_TEST_MYSQL_DSN='notiflow:notiflow@tcp(127.0.0.1:3306)/notiflow?parseTime=true&loc=UTC' \
 	NOTIFLOW_TEST_REDIS=127.0.0.1:6379
 
-.PHONY: all deps deps-down deps-status build test test-tools lint docs-check proto proto-check bench bench-compare bench-inbox bench-tool demo test-chaos
+.PHONY: all deps deps-down deps-status build test test-tools lint docs-check proto proto-check bench bench-compare bench-inbox bench-tool demo test-chaos \
+	k8s-up k8s-down k8s-status k8s-images k8s-smoke
 
 # Benchmark knobs: make bench NOTIFICATIONS=20000 DISPATCHERS=3 ORDERING=partition CHANNEL=webhook
 NOTIFICATIONS ?= 100000
@@ -117,3 +118,27 @@ bench-tool:
 ## test-chaos: every fault-injection scenario and the fence end-to-end tests against the running trio (bench/results/chaos-latest.json)
 test-chaos: deps
 	@set -o pipefail; cd bench && $(TEST_ENV) NOTIFLOW_CHAOS=all $(GO) test -count=1 -timeout 90m -run 'TestChaos|TestCancel|TestPatchEndToEnd' -v ./chaos/ 2>&1 | grep -v '^=== '
+
+## k8s-up: a single-node Kubernetes on this machine (needs root): builds Kubernetes from the Go module proxy
+## once (cached in .deps/k8s, ~7 min cold), starts it with the service images imported; kubeconfig .deps/k8s/kubeconfig.
+## See deploy/k8s/README.md, "Local cluster".
+k8s-up:
+	@scripts/k8s-local.sh up
+
+## k8s-down: stop the local cluster by pid, undo its host changes (bridge, mounts, iptables chains, sysctls, paths)
+## and check that nothing is left
+k8s-down:
+	@scripts/k8s-local.sh down
+
+## k8s-status: each local-cluster component, the node and the images in the node's containerd
+k8s-status:
+	@scripts/k8s-local.sh status
+
+## k8s-images: rebuild the service images from the Dockerfile and import them into the running node
+k8s-images:
+	@scripts/k8s-local.sh images
+
+## k8s-smoke: on the running local cluster: a Deployment of the dispatcher image with imagePullPolicy Never
+## until Ready, then KEDA's CRDs and a server-side dry-run apply of every overlay in deploy/k8s/overlays
+k8s-smoke:
+	@scripts/k8s-local/smoke.sh
