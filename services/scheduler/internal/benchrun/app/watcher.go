@@ -271,10 +271,16 @@ func (w *watcher) report(ctx context.Context) (*domain.Report, error) {
 	}
 	// The outbox rows' created_at is the claim's notion of now, which may
 	// be the start of a whole scan rather than the commit of the last
-	// batch: when it is older than the sample before the one that saw
-	// every row, that sample's time is the better bound.
+	// batch: when it is older than the count before the one that saw
+	// every row, that count's time bounds the claims' end, and so does
+	// the end of publishing (a row is claimed before it is published):
+	// the earlier of the two. (Counts are paced, so the count can come
+	// long after publishing ended.)
 	if !w.claimedAt.IsZero() && !lastOutbox.After(w.claimedWindow) {
 		lastOutbox = w.claimedAt
+		if !published.IsZero() && published.Before(lastOutbox) {
+			lastOutbox = published
+		}
 	}
 	rep := domain.ComputeReport(domain.ReportInput{
 		DueAt: w.rec.Run.DueAt, Eligible: w.eligible(), OutboxCreated: outbox, LastOutboxAt: lastOutbox,
