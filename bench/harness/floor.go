@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,9 +24,11 @@ import (
 type FloorTable struct {
 	Source string
 	Batch  int
-	// ReadBack, when positive, reads the written rows back in primary key
-	// order, ReadBack rows per query, as the relay reads the outbox.
+	// ReadBack, when positive, reads the written rows back in the order of
+	// Key (an increasing unique column), ReadBack rows per query, as the
+	// relay reads the outbox.
 	ReadBack int
+	Key      string
 }
 
 // Floor is the least work the pipeline's design needs for N notifications,
@@ -172,19 +175,9 @@ func (f *Floor) load(ctx context.Context, t FloorTable) (*shadow, error) {
 		return nil, fmt.Errorf("floor: columns of %s: %w", t.Source, err)
 	}
 	for rows.Next() {
-		raw := make([]sql.RawBytes, len(s.cols))
-		ptrs := make([]any, len(raw))
-		for i := range raw {
-			ptrs[i] = &raw[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
+		row, err := scanText(rows, len(s.cols))
+		if err != nil {
 			return nil, fmt.Errorf("floor: read a row of %s: %w", t.Source, err)
-		}
-		row := make([]any, len(raw))
-		for i, b := range raw {
-			if b != nil {
-				row[i] = string(b) // a copy: RawBytes is reused by the next Scan
-			}
 		}
 		s.rows = append(s.rows, row)
 	}
@@ -227,52 +220,28 @@ func (f *Floor) write(ctx context.Context, s *shadow) error {
 	return nil
 }
 
-// readBack reads s's shadow in primary key order, ReadBack rows at a time,
+// readBack reads s's shadow in the order of s.Key, ReadBack rows at a time,
 // until it has read every row (waiting for the writer when it is ahead).
 func (f *Floor) readBack(ctx context.Context, s *shadow) error {
-	var pk []string
-	err := func() error {
-		rows, err := f.db.QueryContext(ctx, "SELECT column_name FROM information_schema.statistics WHERE table_schema = DATABASE() AND table_name = ? AND index_name = 'PRIMARY' ORDER BY seq_in_index", s.name)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var c string
-			if err := rows.Scan(&c); err != nil {
-				return err
-			}
-			pk = append(pk, c)
-		}
-		return rows.Err()
-	}()
-	if err != nil || len(pk) != 1 {
-		return fmt.Errorf("floor: read back %s needs a one-column primary key (found %v): %v", s.name, pk, err)
+	key := slices.Index(s.cols, s.Key)
+	if key < 0 {
+		return fmt.Errorf("floor: read back %s: no column %q", s.name, s.Key)
 	}
-	q := "SELECT * FROM `" + s.name + "` WHERE `" + pk[0] + "` > ? ORDER BY `" + pk[0] + "` LIMIT " + strconv.Itoa(s.ReadBack)
+	q := "SELECT * FROM `" + s.name + "` WHERE `" + s.Key + "` > ? ORDER BY `" + s.Key + "` LIMIT " + strconv.Itoa(s.ReadBack)
 	var last any = int64(-1)
 	for read := 0; read < len(s.rows); {
 		rows, err := f.db.QueryContext(ctx, q, last)
 		if err != nil {
 			return fmt.Errorf("floor: read back %s: %w", s.name, err)
 		}
-		cols, _ := rows.Columns()
 		n := 0
 		for rows.Next() {
-			vals := make([]sql.RawBytes, len(cols))
-			ptrs := make([]any, len(vals))
-			for i := range vals {
-				ptrs[i] = &vals[i]
-			}
-			if err := rows.Scan(ptrs...); err != nil {
+			row, err := scanText(rows, len(s.cols))
+			if err != nil {
 				rows.Close()
 				return fmt.Errorf("floor: read back %s: %w", s.name, err)
 			}
-			for i, c := range cols {
-				if c == pk[0] {
-					last = string(vals[i])
-				}
-			}
+			last = row[key]
 			n++
 		}
 		rows.Close()
@@ -280,11 +249,35 @@ func (f *Floor) readBack(ctx context.Context, s *shadow) error {
 			return fmt.Errorf("floor: read back %s: %w", s.name, err)
 		}
 		read += n
-		if n == 0 && !sleepCtx(ctx, time.Millisecond) {
-			return ctx.Err()
+		if n == 0 { // ahead of the writer
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Millisecond):
+			}
 		}
 	}
 	return nil
+}
+
+// scanText scans the current row of n columns as the server's text (nil
+// for NULL), copied out of the driver's buffer.
+func scanText(rows *sql.Rows, n int) ([]any, error) {
+	raw := make([]sql.RawBytes, n)
+	ptrs := make([]any, n)
+	for i := range raw {
+		ptrs[i] = &raw[i]
+	}
+	if err := rows.Scan(ptrs...); err != nil {
+		return nil, err
+	}
+	row := make([]any, n)
+	for i, b := range raw {
+		if b != nil {
+			row[i] = string(b) // a copy: RawBytes is reused by the next Scan
+		}
+	}
+	return row, nil
 }
 
 // stream produces N records to due, consumes them with Consumers readers
@@ -414,15 +407,4 @@ func deleteKeys(ctx context.Context, rdb *redis.Client, pattern string) (int, er
 		}
 	}
 	return deleted, iter.Err()
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

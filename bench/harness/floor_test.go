@@ -56,7 +56,7 @@ func TestFloorWritesEveryRowAndRecord(t *testing.T) {
 
 	f := &Floor{
 		DSN: dsn, Brokers: []string{deps.Kafka}, Redis: deps.Redis, Name: iso.Name,
-		Tables:     []FloorTable{{Source: "queue", Batch: 1000, ReadBack: 700}, {Source: "notifications", Batch: 200}},
+		Tables:     []FloorTable{{Source: "queue", Batch: 1000, ReadBack: 700, Key: "id"}, {Source: "notifications", Batch: 200}},
 		N:          n,
 		Partitions: 3, Consumers: 2, RecordBytes: 200,
 	}

@@ -37,7 +37,7 @@ func measureFloor(ctx context.Context, res *result, iso harness.Isolation, deps 
 	f := &harness.Floor{
 		DSN: dsn, Brokers: []string{deps.Kafka}, Redis: deps.Redis, Name: iso.Name,
 		Tables: []harness.FloorTable{
-			{Source: "outbox", Batch: floorClaimBatch, ReadBack: floorRelayBatch},
+			{Source: "outbox", Batch: floorClaimBatch, ReadBack: floorRelayBatch, Key: "id"},
 			{Source: "notifications", Batch: o.SinkBatch},
 		},
 		N: n, Partitions: o.Partitions, Consumers: o.Dispatchers, RecordBytes: size,
