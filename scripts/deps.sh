@@ -10,6 +10,7 @@
 #   scripts/deps.sh env                export lines for the tests: eval "$(scripts/deps.sh env)"
 #   scripts/deps.sh stop  kafka|mariadb|redis   graceful stop of one service we started
 #   scripts/deps.sh start kafka|mariadb|redis   start it again on its existing data
+#   scripts/deps.sh kafka-libs         fetch the Kafka jars (if missing) and print their folder
 #
 # Ports can be overridden (defaults in brackets): NOTIFLOW_DEPS_KAFKA_PORT [9092],
 # NOTIFLOW_DEPS_KAFKA_CONTROLLER_PORT [9093], NOTIFLOW_DEPS_MYSQL_PORT [3306],
@@ -453,6 +454,11 @@ main() {
 		;;
 	status) cmd_status ;;
 	env) cmd_env ;;
+	kafka-libs)
+		lock
+		kafka_libs >&2
+		echo "$KAFKA_LIB"
+		;;
 	-h | --help | help | "") usage ;;
 	*)
 		warn "unknown command '$cmd'"

@@ -16,9 +16,12 @@
 # Network: the API server, etcd and the other components listen on
 # 127.0.0.1; the node's address is 10.244.0.1 on a bridge this script
 # creates (k8slocal0), which pods share (10.244.0.0/24); cluster DNS
-# (CoreDNS) answers on 10.244.0.1:53. No forwarding, no
-# masquerading, no route to that subnet anywhere else: pods reach each other
-# and the node address only.
+# (CoreDNS) answers on 10.244.0.1:53. Pods route the Service range
+# (10.96.0.0/16) to the node address, where kube-proxy's rules translate it;
+# IPv4 forwarding is switched on for the bridge alone (a setting that goes
+# with the bridge at down), so the host forwards nothing else. No route to
+# the pod subnet anywhere else: pods reach each other, the node address and
+# Services only.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -128,10 +131,10 @@ install_packages() {
 }
 
 # render TEMPLATE OUT: copy a template of scripts/k8s-local, expanding
-# @K8S_HOME@, @NODE_IP@, @BRIDGE@, @POD_CIDR@ and @NODE@.
+# @K8S_HOME@, @NODE_IP@, @BRIDGE@, @POD_CIDR@, @SERVICE_CIDR@ and @NODE@.
 render() {
 	sed -e "s|@K8S_HOME@|$K8S_HOME|g" -e "s|@NODE_IP@|$NODE_IP|g" -e "s|@BRIDGE@|$BRIDGE|g" \
-		-e "s|@POD_CIDR@|$POD_CIDR|g" -e "s|@NODE@|$NODE|g" "$here/$1" >"$2"
+		-e "s|@POD_CIDR@|$POD_CIDR|g" -e "s|@SERVICE_CIDR@|$SERVICE_CIDR|g" -e "s|@NODE@|$NODE|g" "$here/$1" >"$2"
 }
 
 prepare() {
@@ -203,6 +206,8 @@ start_node() {
 		ip addr add "$NODE_IP/24" dev "$BRIDGE"
 		ip link set "$BRIDGE" up
 	fi
+	# Packets from pods to a Service's pods are routed through the node.
+	sysctl -q -w "net.ipv4.conf.$BRIDGE.forwarding=1"
 	render containerd.toml "$run/containerd/config.toml"
 	render cni.conflist "$run/cni/net.d/10-$BRIDGE.conflist"
 	render kubelet.yaml "$run/kubelet/config.yaml"

@@ -2,8 +2,8 @@
 # images.sh: the local cluster's images, without a registry or a container
 # builder. Called by k8s-local.sh.
 #
-#   images.sh build    service images + pause image as docker-archive tars
-#                      in $K8S_HOME/images
+#   images.sh build    service images + pause image + dependency images as
+#                      docker-archive tars in $K8S_HOME/images
 #   images.sh import   import those tars into the node's containerd
 #                      (namespace k8s.io, where kubelet finds them)
 #
@@ -20,6 +20,22 @@
 # Dockerfile's header; images are tagged notiflow/<service>:dev (the dev
 # overlay's tag). The pause image is localhost/notiflow/pause:local, from
 # pause.c.
+#
+# The dependency images of the local overlay (deploy/k8s/components/deps)
+# are made of this machine's own files, as `make deps` runs them:
+#   notiflow/kafka:local    Kafka 4.1.1 from the Maven jars `make deps` uses
+#                           (scripts/deps.sh kafka-libs) plus kafka-tools, on
+#                           a Java runtime made by jlink from the machine's
+#                           JDK; /opt/kafka/bin has kafka-topics.sh and
+#                           kafka-consumer-groups.sh (the topic Job's script
+#                           runs here) and the entry point images/kafka-start.sh
+#   notiflow/mariadb:local  Debian's mariadbd, with system tables made by
+#                           mariadb-install-db at build time; entry point
+#                           images/mariadb-start.sh
+#   notiflow/redis:local    Debian's redis-server
+# Each holds the binaries it runs with the shared libraries ldd lists for
+# them, bash and the few tools the scripts call, and a user of its own (UID
+# 1000 kafka, 999 mysql, 999 redis).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -29,6 +45,7 @@ out=$K8S_HOME/images
 dockerfile=$root/Dockerfile
 SOCK=$K8S_HOME/run/containerd/containerd.sock
 TAG=dev
+KAFKA_VERSION=4.1.1
 
 die() {
 	echo "images.sh: $*" >&2
@@ -160,11 +177,125 @@ build_pause() {
 	echo "built localhost/notiflow/pause:local ($out/pause.tar)"
 }
 
+# add_libs ROOTFS PATH...: the shared libraries that the ELF files at or
+# under PATH (a path inside ROOTFS) load, the dynamic loader included, copied
+# from the host to the same paths under ROOTFS (ldd).
+add_libs() {
+	local rootfs=$1 p lib
+	shift
+	for p in "$@"; do
+		while read -r lib; do
+			[[ -e $rootfs$lib ]] && continue
+			mkdir -p "$rootfs$(dirname "$lib")"
+			cp -L "$lib" "$rootfs$lib"
+		done < <(find "$rootfs$p" -type f \( -perm -u+x -o -name '*.so*' \) -print0 | xargs -0 -r ldd 2>/dev/null |
+			awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// && $2 ~ /^\(/ {print $1}' | sort -u)
+	done
+}
+
+# host_files ROOTFS PATH...: host files and folders (symlinks followed)
+# copied to the same paths under ROOTFS, with their shared libraries.
+host_files() {
+	local rootfs=$1 f
+	shift
+	for f in "$@"; do
+		mkdir -p "$rootfs$(dirname "$f")"
+		cp -RL "$f" "$rootfs$f"
+		add_libs "$rootfs" "$f"
+	done
+}
+
+# tools_base ROOTFS USER UID: bash (also as /bin/sh), the tools the entry
+# scripts and the topic script call, /tmp and a passwd naming USER.
+tools_base() {
+	local d=$1 user=$2 uid=$3 t
+	host_files "$d" /bin/bash
+	for t in cat cp env grep head id ls mkdir rm sed seq sleep; do host_files "$d" "$(command -v $t)"; done
+	ln -sf bash "$d/bin/sh"
+	mkdir -p "$d/tmp" "$d/etc"
+	chmod 1777 "$d/tmp"
+	printf 'root:x:0:0:root:/root:/sbin/nologin\n%s:x:%s:%s:%s:/tmp:/sbin/nologin\n' "$user" "$uid" "$uid" "$user" >"$d/etc/passwd"
+	printf 'root:x:0:\n%s:x:%s:\n' "$user" "$uid" >"$d/etc/group"
+}
+
+build_kafka() {
+	local w lib tools java=$K8S_HOME/jre-kafka t
+	lib=$("$root/scripts/deps.sh" kafka-libs)
+	tools=$out/kafka-tools
+	if [[ ! -f $tools/kafka-tools-$KAFKA_VERSION.jar ]]; then
+		mvn -B -q dependency:copy -Dartifact="org.apache.kafka:kafka-tools:$KAFKA_VERSION" -DoutputDirectory="$tools" >"$out/kafka-tools.log" 2>&1 ||
+			die "fetching org.apache.kafka:kafka-tools:$KAFKA_VERSION failed (see $out/kafka-tools.log)"
+	fi
+	# The Java modules the broker and the tools use, from the machine's JDK.
+	if [[ ! -x $java/bin/java ]]; then
+		rm -rf "$java"
+		jlink --add-modules java.se,jdk.unsupported,jdk.management,jdk.crypto.ec,jdk.naming.dns,jdk.zipfs \
+			--strip-debug --no-man-pages --no-header-files --compress=2 --output "$java" >/dev/null || die "jlink failed"
+	fi
+	w=$(mktemp -d "$out/build-kafka.XXXX")
+	tools_base "$w" kafka 1000
+	mkdir -p "$w/opt/kafka/libs" "$w/opt/kafka/bin" "$w/opt/kafka/config" "$w/var/lib/kafka"
+	cp -R "$java" "$w/opt/java"
+	add_libs "$w" /opt/java
+	cp "$lib"/*.jar "$tools/kafka-tools-$KAFKA_VERSION.jar" "$w/opt/kafka/libs/"
+	cp "$here/images/kafka-start.sh" "$w/opt/kafka/bin/kafka-start.sh"
+	cp "$here/images/log4j2.properties" "$w/opt/kafka/config/log4j2.properties"
+	for t in kafka-topics:org.apache.kafka.tools.TopicCommand \
+		kafka-consumer-groups:org.apache.kafka.tools.consumer.group.ConsumerGroupCommand; do
+		printf '#!/bin/bash\nexec /opt/java/bin/java ${KAFKA_HEAP_OPTS:--Xmx256m} -Dlog4j2.configurationFile=/opt/kafka/config/log4j2.properties -cp "/opt/kafka/libs/*" %s "$@"\n' \
+			"${t#*:}" >"$w/opt/kafka/bin/${t%%:*}.sh"
+	done
+	chmod 755 "$w"/opt/kafka/bin/*.sh
+	chown 1000:1000 "$w/var/lib/kafka"
+	docker_archive "$w" notiflow/kafka:local \
+		'"User":"1000","ExposedPorts":{"9092/tcp":{}},"Env":["PATH=/opt/kafka/bin:/opt/java/bin:/usr/bin:/bin"],"Entrypoint":["/opt/kafka/bin/kafka-start.sh"],"WorkingDir":"/tmp"' \
+		"$out/kafka.tar"
+	rm -rf "$w"
+	echo "built notiflow/kafka:local ($out/kafka.tar)"
+}
+
+build_mariadb() {
+	local w
+	w=$(mktemp -d "$out/build-mariadb.XXXX")
+	tools_base "$w" mysql 999
+	host_files "$w" /usr/sbin/mariadbd /usr/share/mysql
+	# The system tables, made once here so the image needs no install script.
+	mariadb-install-db --no-defaults --datadir="$w/usr/share/notiflow/mariadb-initdb" --user=root \
+		--auth-root-authentication-method=socket --skip-test-db --innodb-log-file-size=16M >"$out/mariadb-install-db.log" 2>&1 ||
+		die "mariadb-install-db failed (see $out/mariadb-install-db.log)"
+	chown -R 999:999 "$w/usr/share/notiflow/mariadb-initdb"
+	mkdir -p "$w/var/lib/mysql" "$w/usr/local/bin"
+	chown 999:999 "$w/var/lib/mysql"
+	install -m 755 "$here/images/mariadb-start.sh" "$w/usr/local/bin/mariadb-start.sh"
+	docker_archive "$w" notiflow/mariadb:local \
+		'"User":"999","ExposedPorts":{"3306/tcp":{}},"Env":["PATH=/usr/local/bin:/usr/sbin:/usr/bin:/bin"],"Entrypoint":["/usr/local/bin/mariadb-start.sh"],"WorkingDir":"/tmp"' \
+		"$out/mariadb.tar"
+	rm -rf "$w"
+	echo "built notiflow/mariadb:local ($out/mariadb.tar)"
+}
+
+build_redis() {
+	local w
+	w=$(mktemp -d "$out/build-redis.XXXX")
+	tools_base "$w" redis 999
+	host_files "$w" /usr/bin/redis-server
+	mkdir -p "$w/data"
+	chown 999:999 "$w/data"
+	docker_archive "$w" notiflow/redis:local \
+		'"User":"999","ExposedPorts":{"6379/tcp":{}},"Env":["PATH=/usr/bin:/bin"],"Entrypoint":["/usr/bin/redis-server"],"WorkingDir":"/data"' \
+		"$out/redis.tar"
+	rm -rf "$w"
+	echo "built notiflow/redis:local ($out/redis.tar)"
+}
+
 cmd_build() {
 	local s
 	mkdir -p "$out"
 	rm -rf "$out"/build-* "$out"/archive.*
 	build_pause
+	build_kafka
+	build_mariadb
+	build_redis
 	# The Dockerfile's header names each service with its port.
 	while read -r s; do
 		build_service "${s%:*}" "${s#*:}"
