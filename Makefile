@@ -12,7 +12,7 @@ TEST_ENV = NOTIFLOW_TEST_KAFKA=127.0.0.1:9092 \
 	NOTIFLOW_TEST_REDIS=127.0.0.1:6379
 
 .PHONY: all deps deps-down deps-status build test test-tools lint docs-check proto proto-check bench bench-compare bench-inbox bench-tool demo test-chaos \
-	k8s-up k8s-down k8s-status k8s-images k8s-smoke
+	k8s-up k8s-down k8s-status k8s-images k8s-smoke test-k8s
 
 # Benchmark knobs: make bench NOTIFICATIONS=20000 DISPATCHERS=3 ORDERING=partition CHANNEL=webhook
 NOTIFICATIONS ?= 100000
@@ -142,3 +142,10 @@ k8s-images:
 ## until Ready, then KEDA's CRDs and a server-side dry-run apply of every overlay in deploy/k8s/overlays
 k8s-smoke:
 	@scripts/k8s-local/smoke.sh
+
+## test-k8s: notiflow on the local cluster as an operator runs it: apply the local overlay (Kafka, MariaDB,
+## Redis inside), three benchmark runs through a port-forward (1 dispatcher; scaled to 3, all in the group;
+## one deleted mid-run), lost 0 and duplicates 0 each, every overlay dry-run server-side. Starts the cluster
+## if it is not running and then stops it (checking the host is clean). Writes bench/results/k8s-latest.json.
+test-k8s:
+	@scripts/k8s-local/test.sh

@@ -239,10 +239,10 @@ build_kafka() {
 	add_libs "$w" /opt/java
 	cp "$lib"/*.jar "$tools/kafka-tools-$KAFKA_VERSION.jar" "$w/opt/kafka/libs/"
 	cp "$here/images/kafka-start.sh" "$w/opt/kafka/bin/kafka-start.sh"
-	cp "$here/images/log4j2.properties" "$w/opt/kafka/config/log4j2.properties"
+	cp "$here/images/log4j2.properties" "$here/images/tools-log4j2.properties" "$w/opt/kafka/config/"
 	for t in kafka-topics:org.apache.kafka.tools.TopicCommand \
 		kafka-consumer-groups:org.apache.kafka.tools.consumer.group.ConsumerGroupCommand; do
-		printf '#!/bin/bash\nexec /opt/java/bin/java ${KAFKA_HEAP_OPTS:--Xmx256m} -Dlog4j2.configurationFile=/opt/kafka/config/log4j2.properties -cp "/opt/kafka/libs/*" %s "$@"\n' \
+		printf '#!/bin/bash\nexec /opt/java/bin/java ${KAFKA_HEAP_OPTS:--Xmx256m} -Dlog4j2.configurationFile=/opt/kafka/config/tools-log4j2.properties -cp "/opt/kafka/libs/*" %s "$@"\n' \
 			"${t#*:}" >"$w/opt/kafka/bin/${t%%:*}.sh"
 	done
 	chmod 755 "$w"/opt/kafka/bin/*.sh
