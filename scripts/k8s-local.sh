@@ -13,8 +13,9 @@
 # certificates, kubeconfig (.deps/k8s/kubeconfig), logs, pids and the state of
 # etcd, containerd and kubelet. Needs root (bridge, mounts, containerd).
 #
-# Network: the API server, etcd and the other components listen on
-# 127.0.0.1; the node's address is 10.244.0.1 on a bridge this script
+# Network: etcd and the control-plane components listen on 127.0.0.1, the
+# API server on the node address (pods reach it through the kubernetes
+# Service, as in any cluster); the node's address is 10.244.0.1 on a bridge this script
 # creates (k8slocal0), which pods share (10.244.0.0/24); cluster DNS
 # (CoreDNS) answers on 10.244.0.1:53. Pods route the Service range
 # (10.96.0.0/16) to the node address, where kube-proxy's rules translate it;
@@ -44,6 +45,7 @@ NODE_IP=10.244.0.1
 POD_CIDR=10.244.0.0/24
 SERVICE_CIDR=10.96.0.0/16
 API_PORT=16443
+API_URL=https://$NODE_IP:$API_PORT
 ETCD_PORT=12379
 SOCK=$run/containerd/containerd.sock
 # Settings kubelet (and kube-proxy) may change on the host: recorded before
@@ -142,8 +144,20 @@ prepare() {
 	command -v kubectl >/dev/null || die "kubectl not found on the PATH (1.32 or newer)"
 	install_packages
 	"$here/build.sh"
-	NODE=$NODE NODE_IP=$NODE_IP "$here/pki.sh"
+	NODE=$NODE NODE_IP=$NODE_IP API_URL=$API_URL "$here/pki.sh"
 	"$here/images.sh" build
+}
+
+# make_bridge: the pods' bridge with the node address, on which the API
+# server listens too; IPv4 forwarding on it alone (packets from pods to a
+# Service's pods are routed through the node).
+make_bridge() {
+	if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
+		ip link add "$BRIDGE" type bridge
+		ip addr add "$NODE_IP/24" dev "$BRIDGE"
+		ip link set "$BRIDGE" up
+	fi
+	sysctl -q -w "net.ipv4.conf.$BRIDGE.forwarding=1"
 }
 
 start_control_plane() {
@@ -154,7 +168,7 @@ start_control_plane() {
 		--initial-cluster "$NODE=http://127.0.0.1:12380" --listen-metrics-urls http://127.0.0.1:12381
 	wait_for 30 etcd curl -sf "http://127.0.0.1:$ETCD_PORT/health"
 	start kube-apiserver "$bin/kube-apiserver" --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
-		--bind-address=127.0.0.1 --secure-port=$API_PORT --advertise-address=$NODE_IP \
+		--bind-address=$NODE_IP --secure-port=$API_PORT --advertise-address=$NODE_IP \
 		--tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
 		--client-ca-file="$pki/ca.crt" \
 		--service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
@@ -163,9 +177,14 @@ start_control_plane() {
 		--authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
 		--kubelet-client-certificate="$pki/apiserver-kubelet-client.crt" \
 		--kubelet-client-key="$pki/apiserver-kubelet-client.key" \
-		--kubelet-preferred-address-types=InternalIP --allow-privileged=true --profiling=false
+		--kubelet-preferred-address-types=InternalIP --allow-privileged=true --profiling=false \
+		--requestheader-client-ca-file="$pki/front-proxy-ca.crt" --requestheader-allowed-names=front-proxy-client \
+		--requestheader-username-headers=X-Remote-User --requestheader-group-headers=X-Remote-Group \
+		--requestheader-extra-headers-prefix=X-Remote-Extra- \
+		--proxy-client-cert-file="$pki/front-proxy-client.crt" --proxy-client-key-file="$pki/front-proxy-client.key" \
+		--enable-aggregator-routing=true
 	wait_for 60 kube-apiserver kubectl get --raw /readyz
-	log "API server ready at https://127.0.0.1:$API_PORT ($(elapsed) s)"
+	log "API server ready at $API_URL ($(elapsed) s)"
 	start kube-controller-manager "$bin/kube-controller-manager" --kubeconfig="$pki/controller-manager.kubeconfig" \
 		--authentication-kubeconfig="$pki/controller-manager.kubeconfig" \
 		--authorization-kubeconfig="$pki/controller-manager.kubeconfig" \
@@ -201,13 +220,6 @@ restore_sysctls() {
 start_node() {
 	local s
 	mkdir -p "$run/containerd" "$run/kubelet" "$run/cni/net.d" "$run/pod-logs"
-	if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
-		ip link add "$BRIDGE" type bridge
-		ip addr add "$NODE_IP/24" dev "$BRIDGE"
-		ip link set "$BRIDGE" up
-	fi
-	# Packets from pods to a Service's pods are routed through the node.
-	sysctl -q -w "net.ipv4.conf.$BRIDGE.forwarding=1"
 	render containerd.toml "$run/containerd/config.toml"
 	render cni.conflist "$run/cni/net.d/10-$BRIDGE.conflist"
 	render kubelet.yaml "$run/kubelet/config.yaml"
@@ -246,6 +258,7 @@ cmd_up() {
 	rm -rf "$run"
 	mkdir -p "$run"
 	record_host_state
+	make_bridge
 	start_control_plane
 	start_node
 	kubectl get nodes -o wide
@@ -397,7 +410,7 @@ cmd_status() {
 		return 0
 	fi
 	health=$(kubectl get --raw '/readyz' 2>&1)
-	echo "API server https://127.0.0.1:$API_PORT readyz: $health; server $(kubectl version -o json 2>/dev/null | sed -n 's/.*"gitVersion": "\(v1[^"]*\)".*/\1/p' | tail -1)"
+	echo "API server $API_URL readyz: $health; server $(kubectl version -o json 2>/dev/null | sed -n 's/.*"gitVersion": "\(v1[^"]*\)".*/\1/p' | tail -1)"
 	if curl -sf http://127.0.0.1:18181/ready >/dev/null 2>&1; then
 		echo "cluster DNS: CoreDNS ready on $NODE_IP:53 (cluster.local)"
 	else

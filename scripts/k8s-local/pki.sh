@@ -7,14 +7,18 @@
 # the first service address, the kubernetes.default names); client
 # certificates for the admin (system:masters), the controller-manager, the
 # scheduler, kube-proxy, CoreDNS, the kubelet (system:node:$NODE) and the API
-# server's kubelet client; the service-account key pair. The admin
-# kubeconfig is $K8S_HOME/kubeconfig, the others $K8S_HOME/pki/*.kubeconfig.
+# server's kubelet client; the service-account key pair; a second CA for
+# the aggregation layer (front-proxy-ca) and the API server's client
+# certificate under it, with which it proxies to extension API servers such
+# as KEDA's metrics server. The admin kubeconfig is $K8S_HOME/kubeconfig, the
+# others $K8S_HOME/pki/*.kubeconfig; each names the API server at the node
+# address (API_URL).
 set -euo pipefail
 
 K8S_HOME=${K8S_HOME:?}
 NODE=${NODE:?}
 NODE_IP=${NODE_IP:?}
-API=https://127.0.0.1:${API_PORT:-16443}
+API=${API_URL:?}
 pki=$K8S_HOME/pki
 mkdir -p "$pki"
 cd "$pki"
@@ -23,6 +27,12 @@ umask 077
 if [[ ! -f ca.crt ]]; then
 	openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 3650 \
 		-subj "/CN=notiflow-k8s-local-ca" 2>/dev/null
+fi
+# The aggregation layer's own CA: a certificate it signs lets its holder
+# name any user to an extension API server, so it signs nothing else.
+if [[ ! -f front-proxy-ca.crt ]]; then
+	openssl req -x509 -newkey rsa:2048 -nodes -keyout front-proxy-ca.key -out front-proxy-ca.crt -days 3650 \
+		-subj "/CN=notiflow-k8s-local-front-proxy-ca" 2>/dev/null
 fi
 if [[ ! -f sa.pub ]]; then
 	openssl genrsa -out sa.key 2048 2>/dev/null
@@ -45,10 +55,14 @@ cert() {
 	rm -f "$name.csr" "$name.ext"
 }
 
-# kubeconfig NAME FILE: a kubeconfig using NAME's client certificate.
+# kubeconfig NAME FILE: a kubeconfig using NAME's client certificate (the
+# server address is set again each time).
 kubeconfig() {
 	local name=$1 file=$2
-	[[ -f $file ]] && return 0
+	if [[ -f $file ]]; then
+		kubectl config --kubeconfig="$file" set-cluster local --server="$API" >/dev/null
+		return 0
+	fi
 	kubectl config --kubeconfig="$file" set-cluster local --server="$API" \
 		--certificate-authority="$pki/ca.crt" --embed-certs=true >/dev/null
 	kubectl config --kubeconfig="$file" set-credentials "$name" --client-certificate="$pki/$name.crt" \
@@ -67,6 +81,15 @@ cert kube-proxy "/CN=system:kube-proxy"
 cert coredns "/CN=k8s-local:coredns"
 cert kubelet "/O=system:nodes/CN=system:node:$NODE"
 cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client"
+# The API server's client certificate for the aggregation layer.
+if [[ ! -f front-proxy-client.crt ]]; then
+	openssl req -newkey rsa:2048 -nodes -keyout front-proxy-client.key -out front-proxy-client.csr \
+		-subj "/CN=front-proxy-client" 2>/dev/null
+	printf 'extendedKeyUsage=clientAuth\n' >front-proxy-client.ext
+	openssl x509 -req -in front-proxy-client.csr -CA front-proxy-ca.crt -CAkey front-proxy-ca.key -CAcreateserial \
+		-days 3650 -extfile front-proxy-client.ext -out front-proxy-client.crt 2>/dev/null
+	rm -f front-proxy-client.csr front-proxy-client.ext
+fi
 
 kubeconfig admin "$K8S_HOME/kubeconfig"
 for n in controller-manager scheduler kube-proxy kubelet coredns; do

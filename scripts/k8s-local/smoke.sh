@@ -10,9 +10,10 @@
 #     Kafka, which this namespace does not have: the Deployment has no
 #     readiness probe, so Ready means "the container runs"). The namespace
 #     is deleted after step 2.
-#  2. Cluster DNS: a pod of the same image resolves
-#     kubernetes.default.svc.cluster.local to the Service's ClusterIP; and
-#     kube-proxy: from the host, a DNS query to the kube-dns Service's
+#  2. From a pod of the same image, GET /readyz of the API server at
+#     https://kubernetes.default.svc.cluster.local, verified with the
+#     cluster CA (cluster DNS, the Service path, the API server on the
+#     node address); and kube-proxy: from the host, a DNS query to the kube-dns Service's
 #     ClusterIP is answered (by CoreDNS, through kube-proxy's rules).
 #  3. KEDA's CRDs (config/crd/bases of the KEDA Go module, applied
 #     server-side), then `kubectl apply --server-side --dry-run=server -k`
@@ -106,48 +107,52 @@ else
 	kubectl -n $ns get pods -o wide
 	kubectl -n $ns describe pods | tail -20
 fi
-say "2. cluster DNS: a pod resolves kubernetes.default.svc.cluster.local"
-# The image has no resolver tool: its healthcheck binary resolves the name,
-# then cannot connect (pods do not reach ClusterIPs here) and says where it
-# tried, which is the Service's ClusterIP when the name resolved.
-cluster_ip=$(kubectl -n default get service kubernetes -o jsonpath='{.spec.clusterIP}')
+say "2. a pod reaches the API server by the kubernetes Service's name"
+# The image's healthcheck binary GETs /readyz (open to anonymous users) at
+# kubernetes.default.svc.cluster.local, verifying the server's certificate
+# against the cluster CA of the pod's service-account volume (Go reads
+# SSL_CERT_FILE): cluster DNS, kube-proxy's Service rules, the pod's route
+# to the Service range and the API server on the node address together.
 kubectl -n $ns apply -f - >/dev/null <<YAML
 apiVersion: v1
 kind: Pod
 metadata:
-  name: dns
+  name: api
 spec:
   restartPolicy: Never
-  automountServiceAccountToken: false
+  automountServiceAccountToken: true
   securityContext:
     runAsNonRoot: true
     seccompProfile: {type: RuntimeDefault}
   containers:
-    - name: dns
+    - name: api
       image: notiflow/dispatcher:dev
       imagePullPolicy: Never
-      command: [/usr/local/bin/healthcheck, -timeout, 5s, "https://kubernetes.default.svc.cluster.local/"]
+      command: [/usr/local/bin/healthcheck, -timeout, 5s, "https://kubernetes.default.svc.cluster.local/readyz"]
+      env:
+        - {name: SSL_CERT_FILE, value: /var/run/secrets/kubernetes.io/serviceaccount/ca.crt}
       securityContext:
         allowPrivilegeEscalation: false
         readOnlyRootFilesystem: true
         capabilities: {drop: [ALL]}
 YAML
 deadline=$(($(date +%s) + 60))
-until [[ $(kubectl -n $ns get pod dns -o jsonpath='{.status.phase}' 2>/dev/null) =~ ^(Succeeded|Failed)$ ]]; do
+until [[ $(kubectl -n $ns get pod api -o jsonpath='{.status.phase}' 2>/dev/null) =~ ^(Succeeded|Failed)$ ]]; do
 	(($(date +%s) < deadline)) || break
 	sleep 1
 done
-answer=$(kubectl -n $ns logs dns 2>&1)
-if grep -q "$cluster_ip" <<<"$answer"; then
-	say "resolved to $cluster_ip ($answer)"
+phase=$(kubectl -n $ns get pod api -o jsonpath='{.status.phase}' 2>/dev/null)
+if [[ $phase == Succeeded ]]; then
+	say "GET https://kubernetes.default.svc.cluster.local/readyz from a pod: ok"
 else
-	fail "kubernetes.default.svc.cluster.local did not resolve to $cluster_ip: $answer"
+	fail "GET https://kubernetes.default.svc.cluster.local/readyz from a pod: phase $phase: $(kubectl -n $ns logs api 2>&1)"
 fi
 
 # kube-proxy: the host asks the kube-dns Service's ClusterIP (its endpoint
 # is CoreDNS on the node address) over TCP, through the DNAT rules kube-proxy
 # made, for kubernetes.default's address. (A bare TCP connect proves
 # nothing: some hosts' networks accept any outgoing connection.)
+cluster_ip=$(kubectl -n default get service kubernetes -o jsonpath='{.spec.clusterIP}')
 dns_ip=$(kubectl -n kube-system get service kube-dns -o jsonpath='{.spec.clusterIP}')
 answer=$(python3 - "$dns_ip" kubernetes.default.svc.cluster.local 2>&1 <<'PY'
 import socket, struct, sys
