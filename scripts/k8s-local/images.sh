@@ -6,6 +6,10 @@
 #                      docker-archive tars in $K8S_HOME/images
 #   images.sh import   import those tars into the node's containerd
 #                      (namespace k8s.io, where kubelet finds them)
+#   images.sh keda DIR KEDA's operator and metrics server images
+#                      (notiflow/keda:local, notiflow/keda-metrics-apiserver:local)
+#                      from the static binaries keda and keda-adapter in DIR
+#                      (keda.sh build), on the distroless-equivalent base
 #
 # The repository's Dockerfile stays the recipe: this script reads it and
 # carries out the instructions it uses. The build stage's WORKDIR, ENV, COPY
@@ -288,6 +292,21 @@ build_redis() {
 	echo "built notiflow/redis:local ($out/redis.tar)"
 }
 
+# build_keda DIR: KEDA's images from its static binaries (keda.sh build).
+build_keda() {
+	local dir=$1 b w
+	for b in keda:keda keda-adapter:keda-metrics-apiserver; do
+		w=$(mktemp -d "$out/build-${b%%:*}.XXXX")
+		distroless_base "$w"
+		cp "$dir/${b%%:*}" "$w/${b%%:*}"
+		docker_archive "$w" "notiflow/${b#*:}:local" \
+			"\"User\":\"65532\",\"Env\":[\"PATH=/usr/local/bin:/usr/bin:/bin\"],\"Entrypoint\":[\"/${b%%:*}\"],\"WorkingDir\":\"/\"" \
+			"$out/${b#*:}.tar"
+		rm -rf "$w"
+		echo "built notiflow/${b#*:}:local ($out/${b#*:}.tar)"
+	done
+}
+
 cmd_build() {
 	local s
 	mkdir -p "$out"
@@ -313,5 +332,9 @@ cmd_import() {
 case ${1:-} in
 build) cmd_build ;;
 import) cmd_import ;;
+keda)
+	mkdir -p "$out"
+	build_keda "${2:?usage: $0 keda DIR}"
+	;;
 *) die "usage: $0 build|import" ;;
 esac

@@ -21,10 +21,17 @@
 #     duplicates 0
 #  6. a third run, with `kubectl delete pod` of one dispatcher once the run
 #     is dispatching: lost 0, duplicates 0
+#  7. KEDA's operator and metrics server, built from its Go module
+#     (keda.sh), then overlays/local-keda (the prod ScaledObject scaled down
+#     to this node: 1..3 replicas): the dispatcher settles at 1; a run of
+#     K8S_TEST_KEDA_NOTIFICATIONS (60,000) through a slow provider (sim
+#     50 ms) builds lag and KEDA scales the dispatcher out to 3, all three
+#     in the group, lost 0 and duplicates 0; after the run KEDA scales it
+#     back in to 1 (group of 1), and a fifth run on it: lost 0, duplicates 0
 #
 # Writes bench/results/k8s-latest.json: the Kubernetes version, the times
-# (cluster up, apply to all Ready), the replicas and group members, each
-# run's report, the overlays' dry runs, and whether the host was clean
+# (cluster up, apply to all Ready, KEDA scale-out and scale-in), the
+# replicas and group members, each run's report, the overlays' dry runs, and whether the host was clean
 # after down. Exit status 1 if any check fails.
 set -euo pipefail
 
@@ -37,6 +44,9 @@ overlay=$root/deploy/k8s/overlays/local
 result=$root/bench/results/k8s-latest.json
 N=${K8S_TEST_NOTIFICATIONS:-10000}
 RECIPIENTS=${K8S_TEST_RECIPIENTS:-1000}
+KEDA_NOTIFICATIONS=${K8S_TEST_KEDA_NOTIFICATIONS:-60000}
+KEDA_RECIPIENTS=${K8S_TEST_KEDA_RECIPIENTS:-6000}
+export KEDA_VERSION=${KEDA_VERSION:-v2.21.1}
 work=$(mktemp -d)
 failed=0
 started=0
@@ -94,7 +104,7 @@ def read(name, default=None):
     except ValueError:
         return text
 runs = []
-for name in ("run1", "run2", "run3"):
+for name in ("run1", "run2", "run3", "run4", "run5"):
     run = read(name + ".json")
     if run is None:
         continue
@@ -103,6 +113,10 @@ for name in ("run1", "run2", "run3"):
              "params": run.get("params"), "lost": report.get("lost"),
              "duplicates": report.get("duplicates"), "msgsPerSecond": report.get("msgsPerSecond"),
              "dispatcherReplicas": read(name + ".replicas"), "report": report}
+    if name == "run4":
+        entry["maxReplicas"] = read("run4.max-replicas")
+        entry["scaleOutSec"] = read("run4.scale-out-sec")
+        entry["membersAtMax"] = read("run4.members-at-max")
     if name == "run3":
         entry["deletedPod"] = read("run3.victim")
         entry["dispatchedAtDelete"] = read("run3.dispatched-at-delete")
@@ -116,6 +130,9 @@ doc = {
     "groupMembersAfterScale": read("group-members", []),
     "runs": runs,
     "overlaysDryRun": read("overlays", {}),
+    "keda": {"version": read("keda-version"), "installSec": read("keda-install-sec"),
+             "maxReplicas": read("run4.max-replicas"), "scaleOutSec": read("run4.scale-out-sec"),
+             "scaleInSec": read("scale-in-sec"), "membersAtMax": read("run4.members-at-max", [])},
     "hostCleanAfterDown": read("host-clean"),
     "passed": read("passed") == 1,
     "finishedAt": read("finished-at"),
@@ -131,22 +148,41 @@ api() {
 	curl "${args[@]}" -X "$1" "http://127.0.0.1:$port$2"
 }
 
-# bench NAME [DELETE]: a benchmark run through the admin endpoint, its final
-# state in $work/NAME.json; with DELETE, one dispatcher pod is deleted once
-# the run is dispatching. Checks lost 0 and duplicates 0.
+# bench NAME [MODE [NOTIFICATIONS RECIPIENTS SIM-LATENCY-MS]]: a benchmark
+# run through the admin endpoint (default N, RECIPIENTS, 2 ms), its final
+# state in $work/NAME.json. MODE delete: one dispatcher pod is deleted once
+# the run is dispatching; MODE keda: the dispatcher's replica count is
+# sampled at every poll (the most in $work/NAME.max-replicas, the seconds
+# from the start until it reached 3 in $work/NAME.scale-out-sec, the group's
+# members then in $work/NAME.members-at-max). Checks lost 0 and duplicates 0.
 bench() {
-	local name=$1 delete=${2:-} id deadline status dispatched victim
+	local name=$1 mode=${2:-} n=${3:-$N} recipients=${4:-$RECIPIENTS} latency=${5:-2}
+	local id deadline status dispatched victim start replicas max=0
 	kubectl -n $ns get deployment dispatcher -o jsonpath='{.status.readyReplicas}' >"$work/$name.replicas"
-	api POST /admin/benchmarks "{\"notifications\":$N,\"recipients\":$RECIPIENTS,\"channel\":\"sim\",\"sim_latency_ms\":2}" >"$work/$name.json" ||
+	api POST /admin/benchmarks "{\"notifications\":$n,\"recipients\":$recipients,\"channel\":\"sim\",\"sim_latency_ms\":$latency}" >"$work/$name.json" ||
 		die "$name: POST /admin/benchmarks: $(cat "$work/$name.json")"
 	id=$(jget "$work/$name.json" 'd["id"]')
-	say "$name: benchmark $id ($N notifications, $RECIPIENTS recipients, $(cat "$work/$name.replicas") dispatchers)"
-	deadline=$(($(date +%s) + 300))
+	start=$(now)
+	say "$name: benchmark $id ($n notifications, $recipients recipients, sim $latency ms, $(cat "$work/$name.replicas") dispatchers)"
+	deadline=$(($(date +%s) + 600))
 	while :; do
 		api GET "/admin/benchmarks/$id" >"$work/$name.json" || die "$name: GET /admin/benchmarks/$id: $(cat "$work/$name.json")"
 		status=$(jget "$work/$name.json" 'd["status"]')
 		[[ $status == done || $status == failed ]] && break
-		if [[ -n $delete && ! -f $work/$name.victim ]]; then
+		if [[ $mode == keda ]]; then
+			replicas=$(kubectl -n $ns get deployment dispatcher -o jsonpath='{.spec.replicas}')
+			if ((replicas > max)); then
+				max=$replicas
+				echo "$max" >"$work/$name.max-replicas"
+				say "$name: KEDA scaled the dispatcher to $max replicas ($(jget "$work/$name.json" 'd["progress"]["dispatched"]') of $n dispatched)"
+				if ((max == 3)); then
+					since "$start" >"$work/$name.scale-out-sec"
+					kubectl -n $ns rollout status deployment/dispatcher --timeout=120s >/dev/null || fail "$name: 3 dispatchers not Ready"
+					group_is_pods 60 >"$work/$name.members-at-max" || fail "$name: the group's members are not the 3 dispatcher pods"
+				fi
+			fi
+		fi
+		if [[ $mode == delete && ! -f $work/$name.victim ]]; then
 			dispatched=$(jget "$work/$name.json" 'd["progress"]["dispatched"]')
 			if ((dispatched > 0)); then
 				victim=$(kubectl -n $ns get pods -l app.kubernetes.io/name=dispatcher --field-selector=status.phase=Running \
@@ -157,7 +193,7 @@ bench() {
 				say "$name: deleted pod $victim with $dispatched of $N dispatched"
 			fi
 		fi
-		(($(date +%s) < deadline)) || die "$name: benchmark $id not done after 300 s: $(cat "$work/$name.json")"
+		(($(date +%s) < deadline)) || die "$name: benchmark $id not done after 600 s: $(cat "$work/$name.json")"
 		sleep 0.2
 	done
 	local lost dups rate
@@ -168,9 +204,9 @@ bench() {
 	[[ $status == done ]] || fail "$name: status $status"
 	[[ $lost == 0 ]] || fail "$name: lost $lost"
 	[[ $dups == 0 ]] || fail "$name: duplicates $dups"
-	if [[ -n $delete ]]; then
+	if [[ $mode == delete ]]; then
 		[[ -f $work/$name.victim ]] || fail "$name: no dispatcher pod was deleted during the run"
-		[[ ! -f $work/$name.victim ]] || (($(cat "$work/$name.dispatched-at-delete") < N)) ||
+		[[ ! -f $work/$name.victim ]] || (($(cat "$work/$name.dispatched-at-delete") < n)) ||
 			fail "$name: the pod was deleted after every notification was dispatched"
 	fi
 }
@@ -191,6 +227,28 @@ delete_namespace() {
 	kubectl delete namespace $ns --wait=false >/dev/null 2>&1 || true
 	kubectl -n $ns delete pods --all --grace-period=0 --force >/dev/null 2>&1 || true
 	kubectl wait --for=delete namespace/$ns --timeout=180s >/dev/null 2>&1 || die "namespace $ns not deleted in 180 s"
+}
+
+# dispatcher_pods: the names of the dispatcher pods not being deleted, one a
+# line, sorted.
+dispatcher_pods() {
+	kubectl -n $ns get pods -l app.kubernetes.io/name=dispatcher -o json |
+		python3 -c 'import json, sys; print("\n".join(sorted(p["metadata"]["name"] for p in json.load(sys.stdin)["items"] if not p["metadata"].get("deletionTimestamp"))))'
+}
+
+# group_is_pods SECONDS: waits until the members of the dispatcher group are
+# exactly the dispatcher pods; prints them as a JSON list. Fails after
+# SECONDS.
+group_is_pods() {
+	local deadline=$(($(date +%s) + $1)) pods members
+	while :; do
+		pods=$(dispatcher_pods)
+		members=$(group_members | sed 's/^notiflow@\([^ ]*\).*/\1/' | sort -u)
+		[[ -n $pods && $members == "$pods" ]] && break
+		(($(date +%s) < deadline)) || { say "group members [$(tr '\n' ' ' <<<"$members")] are not the dispatcher pods [$(tr '\n' ' ' <<<"$pods")]"; return 1; }
+		sleep 2
+	done
+	python3 -c 'import json, sys; print(json.dumps(sys.argv[1].split()))' "$members"
 }
 
 # 1. The cluster.
@@ -260,21 +318,47 @@ bench run1
 say "5. kubectl scale deployment/dispatcher --replicas=3"
 kubectl -n $ns scale deployment/dispatcher --replicas=3 >/dev/null
 kubectl -n $ns rollout status deployment/dispatcher --timeout=180s >/dev/null || die "dispatchers not rolled out"
-pods=$(kubectl -n $ns get pods -l app.kubernetes.io/name=dispatcher -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}' | sort)
-deadline=$(($(date +%s) + 120))
-until members=$(group_members) && [[ $(sed 's/^notiflow@\([^ ]*\).*/\1/' <<<"$members" | sort -u) == "$pods" ]]; do
-	(($(date +%s) < deadline)) || { fail "group members [$members] are not the dispatcher pods [$pods]"; break; }
-	sleep 2
-done
+group_is_pods 120 >"$work/group-members" || fail "the group's members are not the 3 dispatcher pods"
 kubectl -n $ns get deployment dispatcher -o jsonpath='{.status.readyReplicas}' >"$work/scaled-replicas"
-sed 's/^notiflow@\([^ ]*\).*/\1/' <<<"$members" | python3 -c 'import json, sys; print(json.dumps([l.strip() for l in sys.stdin if l.strip()]))' >"$work/group-members"
-say "5. group notiflow-dispatcher members: $(tr '\n' ' ' <<<"$pods")"
+say "5. group notiflow-dispatcher members: $(jget "$work/group-members" '" ".join(d)')"
 [[ $(cat "$work/scaled-replicas") == 3 ]] || fail "$(cat "$work/scaled-replicas") dispatchers Ready after the scale, not 3"
 bench run2
 
 # 6. A dispatcher pod deleted during the third run.
 say "6. kubectl delete pod of a dispatcher during a run"
 bench run3 delete
+
+# 7. KEDA: its operator in the cluster scales the dispatcher on lag.
+say "7. KEDA $KEDA_VERSION: the operator and metrics server from its Go module"
+t=$(now)
+"$here/keda.sh" build
+"$here/keda.sh" install
+since "$t" >"$work/keda-install-sec"
+say "7. kubectl apply -k deploy/k8s/overlays/local-keda (ScaledObject: 1..3 replicas, lag threshold 2,000)"
+kubectl apply -k "$root/deploy/k8s/overlays/local-keda" >/dev/null
+kubectl -n $ns wait --for=condition=Ready scaledobject/dispatcher --timeout=120s >/dev/null ||
+	die "ScaledObject not Ready: $(kubectl -n $ns get scaledobject dispatcher -o jsonpath='{.status.conditions}')"
+deadline=$(($(date +%s) + 180))
+until [[ $(kubectl -n $ns get deployment dispatcher -o jsonpath='{.spec.replicas}') == 1 ]] &&
+	[[ $(dispatcher_pods | wc -l) == 1 ]] && group_is_pods 0 >/dev/null 2>&1; do
+	(($(date +%s) < deadline)) || die "the dispatcher did not settle at KEDA's minimum of 1 replica in 180 s"
+	sleep 2
+done
+say "7. the dispatcher at 1 replica (KEDA's minimum, no lag); a run with a slow provider (sim 50 ms) builds lag"
+bench run4 keda "$KEDA_NOTIFICATIONS" "$KEDA_RECIPIENTS" 50
+[[ $(cat "$work/run4.max-replicas" 2>/dev/null) == 3 ]] || fail "run4: KEDA scaled the dispatcher to $(cat "$work/run4.max-replicas" 2>/dev/null || echo 1) replicas, not 3"
+[[ $(jget "$work/run4.members-at-max" 'len(d)' 2>/dev/null) == 3 ]] || fail "run4: the group did not have 3 members at 3 replicas"
+t=$(now)
+deadline=$(($(date +%s) + 300))
+until [[ $(kubectl -n $ns get deployment dispatcher -o jsonpath='{.spec.replicas}') == 1 ]] &&
+	[[ $(dispatcher_pods | wc -l) == 1 ]] && group_is_pods 0 >/dev/null 2>&1; do
+	(($(date +%s) < deadline)) || { fail "KEDA did not scale the dispatcher back to 1 in 300 s after the lag drained"; break; }
+	sleep 2
+done
+since "$t" >"$work/scale-in-sec"
+say "7. scaled back in to $(kubectl -n $ns get deployment dispatcher -o jsonpath='{.spec.replicas}') replica $(cat "$work/scale-in-sec") s after the run"
+bench run5
+echo "\"$KEDA_VERSION\"" >"$work/keda-version"
 
 date -u +'"%Y-%m-%dT%H:%M:%SZ"' >"$work/finished-at"
 ((failed)) || echo 1 >"$work/passed"
