@@ -29,7 +29,7 @@ import (
 const namespace = "notiflow"
 
 // overlays are the deployable kustomizations under deploy/k8s/overlays.
-var overlays = []string{"dev", "prod", "prod-hpa"}
+var overlays = []string{"dev", "local", "local-keda", "prod", "prod-hpa"}
 
 // rendered is one overlay rendered by `kubectl kustomize` and decoded
 // strictly into the Kubernetes API types.
@@ -40,6 +40,7 @@ type rendered struct {
 	secrets     []*corev1.Secret
 	services    map[string]*corev1.Service
 	deployments map[string]*appsv1.Deployment
+	stateful    map[string]*appsv1.StatefulSet // components/deps (the local overlays)
 	jobs        map[string]*batchv1.Job
 	pdbs        []*policyv1.PodDisruptionBudget
 	netpols     []*networkingv1.NetworkPolicy
@@ -98,6 +99,7 @@ func renderDir(tb testing.TB, overlay, dir string) *rendered {
 		configMaps:  map[string]*corev1.ConfigMap{},
 		services:    map[string]*corev1.Service{},
 		deployments: map[string]*appsv1.Deployment{},
+		stateful:    map[string]*appsv1.StatefulSet{},
 		jobs:        map[string]*batchv1.Job{},
 	}
 	for i, doc := range splitYAML(kubectlKustomize(tb, dir)) {
@@ -129,6 +131,10 @@ func renderDir(tb testing.TB, overlay, dir string) *rendered {
 			o := &appsv1.Deployment{}
 			err, obj = decodeStrict(doc, o), o
 			r.deployments[o.Name] = o
+		case "apps/v1/StatefulSet":
+			o := &appsv1.StatefulSet{}
+			err, obj = decodeStrict(doc, o), o
+			r.stateful[o.Name] = o
 		case "batch/v1/Job":
 			o := &batchv1.Job{}
 			err, obj = decodeStrict(doc, o), o
@@ -326,6 +332,7 @@ func TestKustomizeOverlays(t *testing.T) {
 				}
 			}
 			checkPDBs(t, r)
+			checkDependencies(t, r)
 			checkNetworkPolicies(t, r)
 			checkTopicsJob(t, r)
 			checkDashboardConfigMap(t, r)
@@ -734,6 +741,96 @@ func checkNetworkPolicies(t *testing.T, r *rendered) {
 	}
 }
 
+// dependencyClients are the in-cluster dependencies of components/deps: the
+// StatefulSet, its port, the Service the configuration names it by, and
+// the pods that must reach it.
+var dependencyClients = []struct {
+	name    string
+	port    int32
+	clients []string
+}{
+	{"kafka", 9092, []string{"scheduler", "dispatcher", "sink"}},
+	{"mysql", 3306, []string{"scheduler", "sink"}},
+	{"redis", 6379, []string{"scheduler", "dispatcher"}},
+}
+
+// checkDependencies: the in-cluster Kafka, MySQL and Redis of the local
+// overlays (all three or none) run under the same restrictions as the
+// services, behind a Service of the name the configuration uses, with a
+// NetworkPolicy that admits their clients on their port and nothing else.
+func checkDependencies(t *testing.T, r *rendered) {
+	t.Helper()
+	if len(r.stateful) == 0 {
+		return
+	}
+	for _, dep := range dependencyClients {
+		s, ok := r.stateful[dep.name]
+		if !ok {
+			t.Errorf("StatefulSet %s missing: components/deps brings all three dependencies", dep.name)
+			continue
+		}
+		pod := s.Spec.Template.Spec
+		checkPodSecurity(t, "StatefulSet "+dep.name, pod)
+		for _, c := range pod.Containers {
+			checkResources(t, "StatefulSet "+dep.name, c)
+			if c.ReadinessProbe == nil {
+				t.Errorf("StatefulSet %s: container %s has no readiness probe", dep.name, c.Name)
+			}
+		}
+		svc, ok := r.services[dep.name]
+		if !ok || !slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Port == dep.port }) {
+			t.Errorf("no Service %s on port %d for StatefulSet %s", dep.name, dep.port, dep.name)
+		} else if !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(s.Spec.Template.Labels)) {
+			t.Errorf("Service %s does not select the StatefulSet's pods", dep.name)
+		}
+		for _, client := range dep.clients {
+			if !ingressAdmits(t, r, s.Spec.Template.Labels, r.deployments[client].Spec.Template.Labels, dep.port) {
+				t.Errorf("NetworkPolicies do not admit %s to %s on TCP/%d", client, dep.name, dep.port)
+			}
+		}
+		if ingressAdmits(t, r, s.Spec.Template.Labels, map[string]string{"app.kubernetes.io/name": "intruder"}, dep.port) &&
+			dep.name != "kafka" {
+			t.Errorf("NetworkPolicies admit any pod of the namespace to %s", dep.name)
+		}
+	}
+}
+
+// ingressAdmits: some NetworkPolicy selecting the pods labelled target
+// admits a pod of the same namespace labelled from on TCP port.
+func ingressAdmits(t *testing.T, r *rendered, target, from map[string]string, port int32) bool {
+	t.Helper()
+	for _, np := range r.netpols {
+		sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+		if err != nil {
+			t.Fatalf("NetworkPolicy %s: %v", np.Name, err)
+		}
+		if !sel.Matches(labels.Set(target)) {
+			continue
+		}
+		for _, rule := range np.Spec.Ingress {
+			peerOK := len(rule.From) == 0
+			for _, peer := range rule.From {
+				if peer.PodSelector == nil || peer.NamespaceSelector != nil {
+					continue
+				}
+				ps, err := metav1.LabelSelectorAsSelector(peer.PodSelector)
+				if err != nil {
+					t.Fatalf("NetworkPolicy %s: %v", np.Name, err)
+				}
+				peerOK = peerOK || ps.Matches(labels.Set(from))
+			}
+			portOK := len(rule.Ports) == 0
+			for _, p := range rule.Ports {
+				portOK = portOK || (p.Port != nil && p.Port.IntValue() == int(port))
+			}
+			if peerOK && portOK {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // checkTopicsJob: the topic-setup Job runs the shipped script with the
 // same Kafka settings as the services, hardened like them.
 func checkTopicsJob(t *testing.T, r *rendered) {
@@ -749,8 +846,14 @@ func checkTopicsJob(t *testing.T, r *rendered) {
 	}
 	c := pod.Containers[0]
 	checkResources(t, "Job notiflow-topics", c)
-	if c.Image != kafkaImage {
-		t.Errorf("Job notiflow-topics: image %q, want %q (the compose broker's)", c.Image, kafkaImage)
+	// The broker's image: the compose broker's, or the in-cluster one of
+	// components/deps, whose Kafka tools the script then uses.
+	wantImage := kafkaImage
+	if k, ok := r.stateful["kafka"]; ok {
+		wantImage = k.Spec.Template.Spec.Containers[0].Image
+	}
+	if c.Image != wantImage {
+		t.Errorf("Job notiflow-topics: image %q, want %q (the broker's)", c.Image, wantImage)
 	}
 	if j.Spec.TTLSecondsAfterFinished == nil {
 		t.Errorf("Job notiflow-topics: set ttlSecondsAfterFinished so a later apply can run it again")
