@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -120,7 +121,9 @@ func TestAdminPageStartsBenchmark(t *testing.T) {
 // TestAdminPageDLQRedrive shows the dead letters of a window in headless
 // Chromium, filtered by source, and redrives them from the page: the
 // button first shows the dry run's plan (nothing is produced yet), and
-// only the confirmation produces the records back to their topic.
+// only the confirmation produces the records back to their topic. The
+// page's first load (every source) answers after the filtered one and is
+// not shown over it.
 func TestAdminPageDLQRedrive(t *testing.T) {
 	t.Parallel()
 	brokers := testkit.KafkaBrokers(t)
@@ -130,8 +133,26 @@ func TestAdminPageDLQRedrive(t *testing.T) {
 	t.Cleanup(func() { _ = w.Close() })
 	svc := dlq.NewService(dlqTopic, dlqadapters.NewTopicLog(brokers, dlqTopic),
 		dlqadapters.NewMarks(rdb, prefix, dlqTopic, time.Hour), w, dlq.Options{MaxRedrives: 3, RedriveMax: 100}, testLogger(t))
+	// The page loads the last hour of every source when it opens; that
+	// answer is held until the page shows the filtered one, so it arrives
+	// late, as a slow server's would, and must not replace it.
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	releaseHeld := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(releaseHeld)
 	e := newEnv(t, envOpts{lead: time.Hour, routes: func(mux *http.ServeMux) {
-		dlqports.NewHandler(svc, token, testLogger(t)).Register(mux)
+		inner := http.NewServeMux()
+		dlqports.NewHandler(svc, token, testLogger(t)).Register(inner)
+		mux.HandleFunc("GET /admin/dlq", func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Query().Get("source") == "" {
+				select {
+				case <-release:
+				case <-r.Context().Done():
+				}
+			}
+			inner.ServeHTTP(w, r)
+		})
+		mux.Handle("POST /admin/dlq/redrive", inner)
 	}})
 	dead := kafkax.NewDeadLetter(w, dlqTopic, "dispatcher")
 	sinkDead := kafkax.NewDeadLetter(w, dlqTopic, "sink")
@@ -165,6 +186,9 @@ func TestAdminPageDLQRedrive(t *testing.T) {
 		// The page first showed the last hour of every source: wait for
 		// the filtered answer.
 		waitJS(`(t => t.includes("page-2") && !t.includes("sink-1"))(document.querySelector("#dlq-table tbody").textContent)`))
+	releaseHeld()
+	run(t, ctx, "the held answer of every source",
+		waitJS(`document.querySelector("#dlq-table").getAttribute("aria-busy") === "false"`))
 	rows := text(t, ctx, "#dlq-table tbody")
 	if strings.Contains(rows, "early") || strings.Contains(rows, "sink-1") || !strings.Contains(rows, "page-1") ||
 		!strings.Contains(rows, "webhook 503 for page-1") {
