@@ -51,7 +51,7 @@ SOCK=$run/containerd/containerd.sock
 # Settings kubelet (and kube-proxy) may change on the host: recorded before
 # start, restored after start and at down.
 SYSCTLS=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops
-	net.ipv4.conf.all.route_localnet net.netfilter.nf_conntrack_max
+	kernel.keys.root_maxkeys kernel.keys.root_maxbytes net.ipv4.conf.all.route_localnet net.netfilter.nf_conntrack_max
 	net.netfilter.nf_conntrack_tcp_timeout_established
 	net.netfilter.nf_conntrack_tcp_timeout_close_wait)
 # Fixed host paths kubelet, containerd and the CNI plugins use whatever
@@ -80,11 +80,16 @@ wait_for() {
 }
 
 pid_of() { cat "$pids/$1.pid" 2>/dev/null || true; }
-alive() {
-	local p
-	p=$(pid_of "$1")
-	[[ -n $p && -d /proc/$p ]]
+# is_proc NAME PID: PID runs the program NAME (the base name of its first
+# argument), so a recorded pid that the kernel has since given to another
+# program is never taken for ours.
+is_proc() {
+	local argv0
+	[[ -n $2 && -r /proc/$2/cmdline ]] || return 1
+	IFS= read -r -d '' argv0 <"/proc/$2/cmdline" 2>/dev/null || return 1
+	[[ ${argv0##*/} == "$1" ]]
 }
+alive() { is_proc "$1" "$(pid_of "$1")"; }
 
 # start NAME CMD...: start CMD in the background, logging to $logs/NAME.log.
 start() {
@@ -100,13 +105,13 @@ stop() {
 	local name=$1 p i
 	p=$(pid_of "$name")
 	rm -f "$pids/$name.pid"
-	[[ -n $p && -d /proc/$p ]] || return 0
+	is_proc "$name" "$p" || return 0
 	kill "$p" 2>/dev/null || true
 	for ((i = 0; i < 60; i++)); do
-		[[ -d /proc/$p ]] || break
+		is_proc "$name" "$p" || break
 		sleep 0.25
 	done
-	if [[ -d /proc/$p ]]; then kill -KILL "$p" 2>/dev/null || true; fi
+	if is_proc "$name" "$p"; then kill -KILL "$p" 2>/dev/null || true; fi
 	log "stopped $name (pid $p)"
 }
 
@@ -118,6 +123,11 @@ install_packages() {
 	command -v etcd >/dev/null || missing+=(etcd-server)
 	command -v iptables >/dev/null || missing+=(iptables)
 	command -v nft >/dev/null || missing+=(nftables)
+	command -v unzip >/dev/null || missing+=(unzip)
+	# images.sh builds the dependency images from the host's MariaDB and
+	# Redis files.
+	[[ -x /usr/sbin/mariadbd ]] || missing+=(mariadb-server)
+	[[ -x /usr/bin/redis-server ]] || missing+=(redis-server)
 	((${#missing[@]})) || return 0
 	log "apt-get install ${missing[*]} (log: $logs/apt.log)"
 	# policy-rc.d keeps the packages' services from starting on install.
@@ -207,13 +217,19 @@ record_host_state() {
 	nft list tables >"$run/nft-tables.before" 2>/dev/null || true
 	: >"$run/host-paths.created"
 	for p in "${HOST_PATHS[@]}"; do [[ -e $p ]] || echo "$p" >>"$run/host-paths.created"; done
+	kubepods_cgroups >"$run/cgroups.before"
 }
+
+# kubepods_cgroups: the kubepods cgroups on the host (cgroupfs driver: one
+# per hierarchy on cgroup v1, one on v2), one a line.
+kubepods_cgroups() { find /sys/fs/cgroup -maxdepth 2 -type d -name kubepods 2>/dev/null | sort || true; }
 
 restore_sysctls() {
 	local line
 	[[ -f $run/sysctl.before ]] || return 0
 	while IFS= read -r line; do
-		[[ $(sysctl -n "${line%%=*}" 2>/dev/null) == "${line#*=}" ]] || sysctl -q -w "$line" >/dev/null
+		[[ $(sysctl -n "${line%%=*}" 2>/dev/null) == "${line#*=}" ]] ||
+			sysctl -q -w "$line" >/dev/null || log "could not restore $line"
 	done <"$run/sysctl.before"
 }
 
@@ -246,11 +262,18 @@ start_node() {
 }
 
 cmd_up() {
+	local c
 	[[ $(id -u) -eq 0 ]] || die "needs root"
 	t0=$(date +%s)
 	prepare
 	log "binaries, certificates and images ready ($(elapsed) s)"
 	if alive kube-apiserver; then die "already up (make k8s-status); run make k8s-down first"; fi
+	# A half-failed up leaves processes or the bridge: its record of the
+	# host's state (under $run) is what down restores, so keep it.
+	for c in "${CONTROL[@]}" "${NODE_PROCS[@]}"; do
+		alive "$c" && die "$c of an earlier cluster is still running: run make k8s-down first"
+	done
+	if ip link show "$BRIDGE" >/dev/null 2>&1; then die "bridge $BRIDGE of an earlier cluster exists: run make k8s-down first"; fi
 	if awk -v r="$K8S_HOME/" 'index($2, r) == 1 {found = 1} END {exit !found}' /proc/self/mounts; then
 		die "mounts of an earlier cluster are still under $K8S_HOME: run make k8s-down first"
 	fi
@@ -295,7 +318,7 @@ remove_new_nft_tables() {
 		grep -qx "table $family $name" "$run/nft-tables.before" && continue
 		# A rule's line ends in "# handle N" and is no table or chain line.
 		if ! nft -a list table "$family" "$name" | grep -E '# handle [0-9]+$' | grep -qvE '^[[:space:]]*(table|chain) '; then
-			nft delete table "$family" "$name"
+			nft delete table "$family" "$name" || log "could not delete netfilter table $family $name"
 		fi
 	done
 }
@@ -338,19 +361,23 @@ cmd_down() {
 	done
 	# Mounts under our state (pod volumes, netns, rootfs), deepest first.
 	awk -v r="$K8S_HOME/" 'index($2, r) == 1 {print $2}' /proc/self/mounts | sort -r |
-		while read -r m; do umount "$m" 2>/dev/null || umount -l "$m"; done
+		while read -r m; do umount "$m" 2>/dev/null || umount -l "$m" || log "could not unmount $m"; done
 	if [[ -x $bin/kube-proxy ]] && command -v iptables >/dev/null; then
 		"$bin/kube-proxy" --cleanup >"$logs/kube-proxy-cleanup.log" 2>&1 || true
 	fi
 	remove_kube_chains
 	remove_new_nft_tables
 	restore_sysctls
-	if ip link show "$BRIDGE" >/dev/null 2>&1; then ip link del "$BRIDGE"; fi
-	# Pod cgroups kubelet made (cgroupfs driver), leaves first.
-	find /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods -depth -type d -exec rmdir {} + 2>/dev/null || true
+	if ip link show "$BRIDGE" >/dev/null 2>&1; then ip link del "$BRIDGE" || log "could not delete bridge $BRIDGE"; fi
+	# Pod cgroups kubelet made (cgroupfs driver), leaves first; one that
+	# still holds a process stays, and check_down reports it.
+	for c in $(kubepods_cgroups); do
+		grep -qxF "$c" "$run/cgroups.before" 2>/dev/null && continue
+		find "$c" -depth -type d -exec rmdir {} + 2>/dev/null || true
+	done
 	if [[ -f $run/host-paths.created ]]; then
 		while read -r p; do
-			[[ -n $p ]] && rm -rf --one-file-system "$p"
+			[[ -z $p ]] || rm -rf --one-file-system "$p" || log "could not remove $p"
 		done <"$run/host-paths.created"
 	fi
 	log "down in $(elapsed) s"
@@ -387,11 +414,17 @@ check_down() {
 			[[ -z $p || ! -e $p ]] || { log "left: $p"; left=1; }
 		done <"$run/host-paths.created"
 	fi
+	if [[ -f $run/cgroups.before ]]; then
+		while read -r p; do
+			grep -qxF "$p" "$run/cgroups.before" ||
+				{ log "left: cgroup $p ($(find "$p" -name cgroup.procs -exec cat {} + 2>/dev/null | wc -l) processes in it)"; left=1; }
+		done < <(kubepods_cgroups)
+	fi
 	if ((left)); then
 		log "the host still holds parts of the cluster (above)"
 		return 1
 	fi
-	log "host clean: no process under $K8S_HOME, no bridge $BRIDGE, no mount, no KUBE- chain, no new netfilter table, sysctls and host paths as before up"
+	log "host clean: no process under $K8S_HOME, no bridge $BRIDGE, no mount, no KUBE- chain, no new netfilter table, no kubepods cgroup, sysctls and host paths as before up"
 }
 
 cmd_status() {

@@ -91,10 +91,15 @@ if deployment | kubectl apply -f - >/dev/null &&
 	kubectl -n $ns rollout status deployment/dispatcher --timeout=120s >/dev/null; then
 	pod=$(kubectl -n $ns get pods -l app=dispatcher -o jsonpath='{.items[0].metadata.name}')
 	kubectl -n $ns get pod "$pod" -o wide
-	uid=$(kubectl -n $ns get pod "$pod" -o jsonpath='{.status.containerStatuses[0].user.linux.uid}')
+	# The UID the container's process runs as, read on the host: the task's
+	# pid from the node's containerd, its Uid line from /proc.
+	cid=$(kubectl -n $ns get pod "$pod" -o jsonpath='{.status.containerStatuses[0].containerID}')
+	tpid=$(ctr --address "$K8S_HOME/run/containerd/containerd.sock" -n k8s.io tasks ls 2>/dev/null |
+		awk -v id="${cid#containerd://}" '$1 == id {print $2}')
+	uid=$(awk '/^Uid:/ {print $2}' "/proc/${tpid:-0}/status" 2>/dev/null || true)
 	ip=$(kubectl -n $ns get pod "$pod" -o jsonpath='{.status.podIP}')
 	[[ $ip == 10.244.0.* ]] || fail "pod address $ip is not on the pod bridge"
-	[[ -z $uid || $uid == 65532 ]] || fail "container runs as UID $uid, not 65532"
+	[[ $uid == 65532 ]] || fail "container runs as UID ${uid:-unknown (task of $cid not found)}, not 65532"
 	deadline=$(($(date +%s) + 60))
 	until kubectl -n $ns logs "$pod" 2>/dev/null | grep -q '"level"'; do
 		(($(date +%s) < deadline)) || { fail "no log line from the dispatcher binary in 60 s"; break; }

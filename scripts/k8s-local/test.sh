@@ -190,7 +190,7 @@ bench() {
 				kubectl -n $ns delete pod "$victim" --wait=false >/dev/null
 				echo "\"$victim\"" >"$work/$name.victim"
 				echo "$dispatched" >"$work/$name.dispatched-at-delete"
-				say "$name: deleted pod $victim with $dispatched of $N dispatched"
+				say "$name: deleted pod $victim with $dispatched of $n dispatched"
 			fi
 		fi
 		(($(date +%s) < deadline)) || die "$name: benchmark $id not done after 600 s: $(cat "$work/$name.json")"
