@@ -32,7 +32,11 @@
 #                           a Java runtime made by jlink from the machine's
 #                           JDK; /opt/kafka/bin has kafka-topics.sh and
 #                           kafka-consumer-groups.sh (the topic Job's script
-#                           runs here) and the entry point images/kafka-start.sh
+#                           runs here; their heap is KAFKA_TOOLS_HEAP_OPTS,
+#                           default -Xmx128m, never the broker's
+#                           KAFKA_HEAP_OPTS, which a `kubectl exec` in the
+#                           broker's pod inherits) and the entry point
+#                           images/kafka-start.sh
 #   notiflow/mariadb:local  Debian's mariadbd, with system tables made by
 #                           mariadb-install-db at build time; entry point
 #                           images/mariadb-start.sh
@@ -246,7 +250,7 @@ build_kafka() {
 	cp "$here/images/log4j2.properties" "$here/images/tools-log4j2.properties" "$w/opt/kafka/config/"
 	for t in kafka-topics:org.apache.kafka.tools.TopicCommand \
 		kafka-consumer-groups:org.apache.kafka.tools.consumer.group.ConsumerGroupCommand; do
-		printf '#!/bin/bash\nexec /opt/java/bin/java ${KAFKA_HEAP_OPTS:--Xmx256m} -Dlog4j2.configurationFile=/opt/kafka/config/tools-log4j2.properties -cp "/opt/kafka/libs/*" %s "$@"\n' \
+		printf '#!/bin/bash\nexec /opt/java/bin/java ${KAFKA_TOOLS_HEAP_OPTS:--Xmx128m} -Dlog4j2.configurationFile=/opt/kafka/config/tools-log4j2.properties -cp "/opt/kafka/libs/*" %s "$@"\n' \
 			"${t#*:}" >"$w/opt/kafka/bin/${t%%:*}.sh"
 	done
 	chmod 755 "$w"/opt/kafka/bin/*.sh
