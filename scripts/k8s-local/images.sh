@@ -98,7 +98,7 @@ distroless_base() {
 
 # build_service SERVICE PORT: carry out the Dockerfile for one service.
 build_service() {
-	local service=$1 port=$2 w stage="" workdir=/ ins args src dst user="" expose="" entrypoint=""
+	local service=$1 port=$2 w stage="" workdir=/ ins args src dst user="" expose="" entrypoint="" want have
 	local -a env=("SERVICE=$service" "PORT=$port" GOTOOLCHAIN=local)
 	w=$(mktemp -d "$out/build-$service.XXXX")
 	mkdir -p "$w/fs" "$w/image"
@@ -109,7 +109,15 @@ build_service() {
 		args=${args//\$\{PORT\}/$port}
 		case $ins in
 		FROM)
-			if [[ $args == *" AS build" ]]; then
+			if [[ $args == golang:*" AS build" ]]; then
+				# The build stage runs with this machine's Go: it must be
+				# the release the Dockerfile names (golang:1.26 is any
+				# go1.26.x).
+				want=${args#golang:}
+				want=go${want%% *}
+				have=$(GOTOOLCHAIN=local go env GOVERSION)
+				[[ $have == "$want" || $have == "$want".* ]] ||
+					die "$dockerfile builds with golang:${want#go}, this machine's Go is $have"
 				stage=build
 			elif [[ $args == "gcr.io/distroless/static-debian12:nonroot" ]]; then
 				stage=final
