@@ -68,3 +68,40 @@ func TestStoreLoadVersionGuard(t *testing.T) {
 		t.Fatalf("Load = %+v ok=%v err=%v, want %+v", got, ok, err, v2)
 	}
 }
+
+// StoreNewer writes only the records Redis holds an older version of or
+// none, and leaves one stored at the same or a higher version untouched.
+func TestStoreNewerWritesOnlyRecordsBehind(t *testing.T) {
+	t.Parallel()
+	rdb, prefix := testkit.Redis(t)
+	ctx := context.Background()
+	v := func(n int64, cur string) webhooksig.Record { return webhooksig.Record{Version: n, Current: cur} }
+	for id, rec := range map[uint64]webhooksig.Record{1: v(1, "whsec_one"), 2: v(1, "whsec_two"), 3: v(1, "whsec_three"), 4: v(3, "whsec_four3")} {
+		if err := webhooksig.Store(ctx, rdb, prefix, id, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The observation device: a record that is written again loses this.
+	if err := rdb.HSet(ctx, webhooksig.RedisKey(prefix, 1), "cur", "whsec_in_place").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Del(ctx, webhooksig.RedisKey(prefix, 2)).Err(); err != nil { // lost, as in a failover
+		t.Fatal(err)
+	}
+	n, err := webhooksig.StoreNewer(ctx, rdb, prefix, map[uint64]webhooksig.Record{
+		1: v(1, "whsec_one"), 2: v(1, "whsec_two"), 3: v(2, "whsec_three2"), 4: v(2, "whsec_four2"), 5: v(1, "whsec_five"),
+	})
+	if err != nil || n != 3 {
+		t.Fatalf("StoreNewer = %d, %v; want 3 (targets 2, 3 and 5)", n, err)
+	}
+	want := map[uint64]webhooksig.Record{1: v(1, "whsec_in_place"), 2: v(1, "whsec_two"), 3: v(2, "whsec_three2"), 4: v(3, "whsec_four3"), 5: v(1, "whsec_five")}
+	for id, w := range want {
+		got, ok, err := webhooksig.Load(ctx, rdb, prefix, id)
+		if err != nil || !ok || got.Version != w.Version || got.Current != w.Current {
+			t.Errorf("target %d: %+v ok=%v err=%v, want version %d current %s", id, got, ok, err, w.Version, w.Current)
+		}
+	}
+	if n, err := webhooksig.StoreNewer(ctx, rdb, prefix, nil); n != 0 || err != nil {
+		t.Errorf("StoreNewer of nothing = %d, %v", n, err)
+	}
+}

@@ -34,13 +34,21 @@ type SecretsOptions struct {
 	Now func() time.Time
 }
 
+// CommandRunner sends Redis commands and returns once their replies are
+// in, each command carrying its own outcome (the Batcher, which shares
+// its pipelines between callers).
+type CommandRunner interface {
+	Do(ctx context.Context, cmds ...redis.Cmder) error
+}
+
 // Secrets gives the keys a webhook is signed with: those of the target's
 // own Record in Redis (kept by the scheduler), else the global ones. A
-// record is cached for CacheTTL, so a rotation reaches the dispatcher
-// within CacheTTL; the end of a grace period is applied at once, since the
-// cached record carries it. It is safe for concurrent use.
+// record is read through a CommandRunner, so concurrent sends share
+// round trips, and cached for CacheTTL, so a rotation reaches the
+// dispatcher within CacheTTL; the end of a grace period is applied at
+// once, since the cached record carries it. It is safe for concurrent use.
 type Secrets struct {
-	rdb    redis.Cmdable
+	redis  CommandRunner
 	opt    SecretsOptions
 	global [][]byte
 
@@ -54,13 +62,14 @@ type cachedRecord struct {
 	fetched time.Time
 }
 
-// NewSecrets returns Secrets reading rdb; it fails when a global secret is
-// not a valid whsec_ secret (the error does not contain it).
-func NewSecrets(rdb redis.Cmdable, opt SecretsOptions) (*Secrets, error) {
+// NewSecrets returns Secrets reading Redis through r; it fails when a
+// global secret is not a valid whsec_ secret (the error does not contain
+// it).
+func NewSecrets(r CommandRunner, opt SecretsOptions) (*Secrets, error) {
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
-	s := &Secrets{rdb: rdb, opt: opt, cache: map[uint64]cachedRecord{}}
+	s := &Secrets{redis: r, opt: opt, cache: map[uint64]cachedRecord{}}
 	for i, g := range opt.Global {
 		key, err := webhooksig.Decode(g)
 		if err != nil {
@@ -108,10 +117,15 @@ func (s *Secrets) record(ctx context.Context, target uint64, now time.Time) (web
 	if hit && now.Sub(c.fetched) < s.opt.CacheTTL {
 		return c.rec, c.ok, nil
 	}
-	rec, ok, err := webhooksig.Load(ctx, s.rdb, s.opt.Prefix, target)
-	if err != nil {
-		return webhooksig.Record{}, false, err
+	cmd := webhooksig.LoadCmd(ctx, s.opt.Prefix, target)
+	err := s.redis.Do(ctx, cmd)
+	if err == nil {
+		err = cmd.Err()
 	}
+	if err != nil {
+		return webhooksig.Record{}, false, fmt.Errorf("load webhook secret of target %d from redis: %w", target, err)
+	}
+	rec, ok := webhooksig.RecordOf(cmd.Val())
 	if s.opt.CacheTTL > 0 {
 		s.mu.Lock()
 		if len(s.cache) >= maxCachedSecrets {

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/notiflow/notiflow/lib/testkit"
@@ -41,7 +44,9 @@ func newSecret(t *testing.T) string {
 func signingSetup(t *testing.T, global []string, now func() time.Time, mutate func(*WebhookOptions)) (*Webhook, func(target uint64, rec webhooksig.Record), *Secrets) {
 	t.Helper()
 	rdb, prefix := testkit.Redis(t)
-	secrets, err := NewSecrets(rdb, SecretsOptions{Prefix: prefix, Global: global, Now: now})
+	b := NewBatcher(rdb, 64, 1, 2*time.Second, nil)
+	testkit.Go(t, b.Run)
+	secrets, err := NewSecrets(b, SecretsOptions{Prefix: prefix, Global: global, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,4 +245,46 @@ func TestWebhookMissingSecretNotSent(t *testing.T) {
 	if err := verifier(t, secret).Verify(c.Raw, c.Header); err != nil {
 		t.Errorf("late secret: %v", err)
 	}
+}
+
+// Concurrent sends read their targets' secrets through the batcher's
+// shared pipelines, not with a round trip each of their own.
+func TestSecretsReadThroughTheBatcher(t *testing.T) {
+	t.Parallel()
+	rdb, prefix := testkit.Redis(t)
+	size := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "size", Buckets: []float64{1, 8, 64}})
+	b := NewBatcher(rdb, 64, 1, 2*time.Second, size)
+	testkit.Go(t, b.Run)
+	secrets, err := NewSecrets(b, SecretsOptions{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const n = 200
+	want := map[uint64]string{}
+	for id := uint64(1); id <= n; id++ {
+		want[id] = newSecret(t)
+		if err := webhooksig.Store(ctx, rdb, prefix, id, webhooksig.Record{Version: 1, Current: want[id]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	for id := uint64(1); id <= n; id++ {
+		wg.Go(func() {
+			keys, err := secrets.Keys(ctx, &notiflowv1.NotificationDue{TargetId: id, WebhookSecretRequired: true})
+			key, _ := webhooksig.Decode(want[id])
+			if err != nil || len(keys) != 1 || string(keys[0]) != string(key) {
+				t.Errorf("target %d: %d keys, err %v, want its own secret", id, len(keys), err)
+			}
+		})
+	}
+	wg.Wait()
+	var m dto.Metric
+	if err := size.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.GetHistogram().GetSampleSum(); got != n {
+		t.Errorf("the batcher sent %v commands, want the %d secret reads", got, n)
+	}
+	t.Logf("%d secret reads in %d pipelines", n, m.GetHistogram().GetSampleCount())
 }

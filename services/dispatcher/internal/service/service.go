@@ -126,7 +126,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 		Prefix: cfg.RedisPrefix, InflightTTL: cfg.InflightTTL, DoneTTL: cfg.DedupTTL,
 		RateLimit: cfg.RateLimit, RateWindow: cfg.RateWindow, RatePolicy: cfg.RatePolicy(),
 	})
-	secrets, err := adapters.NewSecrets(s.rdb, adapters.SecretsOptions{
+	secrets, err := adapters.NewSecrets(s.batcher, adapters.SecretsOptions{
 		Prefix: cfg.RedisPrefix, Global: cfg.WebhookSigningSecrets, CacheTTL: cfg.WebhookSecretCache,
 	})
 	if err != nil {

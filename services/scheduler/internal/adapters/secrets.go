@@ -157,6 +157,18 @@ func (c *SecretCache) Put(ctx context.Context, recs map[int64]webhooksig.Record)
 	return nil
 }
 
+// Refresh writes the records of recs that Redis holds an older version of
+// or none (webhooksig.StoreNewer): a sync's pass, which mostly finds its
+// records in place, reads their versions instead of rewriting them all.
+func (c *SecretCache) Refresh(ctx context.Context, recs map[int64]webhooksig.Record) error {
+	byID := make(map[uint64]webhooksig.Record, len(recs))
+	for id, rec := range recs {
+		byID[uint64(id)] = rec
+	}
+	_, err := webhooksig.StoreNewer(ctx, c.rdb, c.prefix, byID)
+	return err
+}
+
 // Synced reports whether the marker of a complete sync is in Redis.
 func (c *SecretCache) Synced(ctx context.Context) (bool, error) {
 	n, err := c.rdb.Exists(ctx, webhooksig.SyncedKey(c.prefix)).Result()

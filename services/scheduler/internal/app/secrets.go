@@ -30,6 +30,9 @@ type SecretStore interface {
 type SecretCache interface {
 	// Put writes records, never replacing one of a higher version.
 	Put(ctx context.Context, recs map[int64]webhooksig.Record) error
+	// Refresh writes the records it holds an older version of or none,
+	// and leaves the others as they are.
+	Refresh(ctx context.Context, recs map[int64]webhooksig.Record) error
 	// Synced reports whether the marker of a complete sync is there.
 	Synced(ctx context.Context) (bool, error)
 	// MarkSynced sets that marker.
@@ -133,14 +136,18 @@ func (w *WebhookSecrets) publish(ctx context.Context, recs map[int64]webhooksig.
 	}
 }
 
-// Sync writes every record updated at or after since (zero: all) to Redis.
+// Sync brings every record updated at or after since (zero: all) up to
+// date in Redis: a record Redis holds at its version already is not
+// written again (each pass re-reads the last syncMargin, which after a
+// bulk create is every record it made), one Redis lost or holds at an
+// older version is.
 func (w *WebhookSecrets) Sync(ctx context.Context, since time.Time) error {
 	for after := int64(0); ; {
 		recs, last, err := w.store.SecretPage(ctx, after, since, secretPage)
 		if err != nil {
 			return err
 		}
-		if err := w.cache.Put(ctx, recs); err != nil {
+		if err := w.cache.Refresh(ctx, recs); err != nil {
 			return err
 		}
 		if len(recs) < secretPage {

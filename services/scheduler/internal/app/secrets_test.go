@@ -126,3 +126,56 @@ func TestWebhookSecretsSyncHeals(t *testing.T) {
 		t.Errorf("rotate of a missing target: %v, want ErrNotFound", err)
 	}
 }
+
+// A sync pass writes only what Redis lacks or holds at an older version:
+// the records a bulk create wrote a moment ago are read, not written
+// again, and one Redis lost is written back.
+func TestWebhookSecretsSyncWritesOnlyWhatRedisLacks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1)
+	store := e.store(t)
+	rdb, prefix := testkit.Redis(t)
+	ctx := context.Background()
+	ws := app.NewWebhookSecrets(store, adapters.NewSecretCache(rdb, prefix), app.WebhookSecretsOptions{Grace: time.Hour}, testLogger(t))
+	targets := app.NewTargets(store, domain.Limits{MaxParamsBytes: 1024}, 100, nil)
+	targets.UseSecrets(ws)
+	due := time.Now().Add(time.Hour)
+	var made []domain.Target
+	for _, r := range []string{"kept", "lost", "rotated"} {
+		tg, err := targets.Create(ctx, webhookInput(r, due))
+		if err != nil || tg.WebhookSecret == "" {
+			t.Fatalf("create: %+v, %v", tg, err)
+		}
+		made = append(made, tg)
+	}
+	kept, lost, rotated := made[0], made[1], made[2]
+	for _, tg := range made {
+		if rec, ok, err := webhooksig.Load(ctx, rdb, prefix, uint64(tg.ID)); err != nil || !ok || rec.Current != tg.WebhookSecret {
+			t.Fatalf("target %d not in redis after its create: ok=%v err=%v", tg.ID, ok, err)
+		}
+	}
+	// A record that is written again loses this field's value.
+	if err := rdb.HSet(ctx, webhooksig.RedisKey(prefix, uint64(kept.ID)), "cur", "in place").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Del(ctx, webhooksig.RedisKey(prefix, uint64(lost.ID))).Err(); err != nil {
+		t.Fatal(err)
+	}
+	down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+	defer down.Close()
+	other := app.NewWebhookSecrets(store, adapters.NewSecretCache(down, prefix), app.WebhookSecretsOptions{Grace: time.Hour}, nil)
+	rot, err := other.Rotate(ctx, rotated.ID) // its own write to Redis fails
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if err := ws.Sync(ctx, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[int64]string{kept.ID: "in place", lost.ID: lost.WebhookSecret, rotated.ID: rot.Current} {
+		rec, ok, err := webhooksig.Load(ctx, rdb, prefix, uint64(id))
+		if err != nil || !ok || rec.Current != want {
+			t.Errorf("target %d after the sync: ok=%v err=%v, current is the expected one: %v", id, ok, err, rec.Current == want)
+		}
+	}
+}
