@@ -28,10 +28,12 @@ CHANNEL ?= sim
 SIM_LATENCY ?= 2ms
 # CHANNEL=webhook: the local receiver answers each call after RECEIVER_DELAY (the sim latency unless set)
 RECEIVER_DELAY ?= $(SIM_LATENCY)
+# KEEP=true leaves a run's database (nf_bench_<time>) and Redis keys (nf:bench_<time>:*) in place after it
+KEEP ?= false
 BENCH_ARGS = -notifications $(NOTIFICATIONS) -recipients $(RECIPIENTS) -partitions $(PARTITIONS) \
 	-dispatchers $(DISPATCHERS) -workers $(WORKERS) -ordering $(ORDERING) -sink-batch $(SINK_BATCH) \
 	-sink-idle $(SINK_IDLE) -sink-naive=$(SINK_NAIVE) -channel $(CHANNEL) -sim-latency $(SIM_LATENCY) \
-	-receiver-delay $(RECEIVER_DELAY)
+	-receiver-delay $(RECEIVER_DELAY) -keep=$(KEEP)
 
 all: build
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 )
 
@@ -118,6 +119,30 @@ func (iso Isolation) Create(ctx context.Context, d Deps) error {
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("%s: %w", q, err)
 		}
+	}
+	return nil
+}
+
+// Remove drops the run's database and deletes its Redis keys (the
+// dispatchers' done markers live for days: a hundred thousand per run
+// otherwise stay behind). It returns the first failure.
+func (iso Isolation) Remove(ctx context.Context, d Deps) error {
+	cfg, err := mysql.ParseDSN(d.MySQLDSN)
+	if err != nil {
+		return fmt.Errorf("parse mysql dsn: %w", err)
+	}
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+iso.Database+"`"); err != nil {
+		return fmt.Errorf("drop database %s: %w", iso.Database, err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: d.Redis})
+	defer rdb.Close()
+	if _, err := deleteKeys(ctx, rdb, iso.RedisPrefix+"*"); err != nil {
+		return fmt.Errorf("delete redis keys %s*: %w", iso.RedisPrefix, err)
 	}
 	return nil
 }

@@ -39,8 +39,10 @@ type options struct {
 	// webhook).
 	ReceiverDelay time.Duration `json:"receiverDelay,omitempty"`
 	Floor         bool          `json:"floor"`
-	Timeout       time.Duration `json:"-"`
-	Out           string        `json:"-"`
+	// Keep leaves the run's database and Redis keys in place after it.
+	Keep    bool          `json:"keep,omitempty"`
+	Timeout time.Duration `json:"-"`
+	Out     string        `json:"-"`
 }
 
 func (o *options) register(fs *flag.FlagSet) {
@@ -57,6 +59,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.SimLatency, "sim-latency", 2*time.Millisecond, "simulated provider latency")
 	fs.DurationVar(&o.ReceiverDelay, "receiver-delay", receiver.DefaultDelay, "channel webhook: how long the receiver waits before answering each call")
 	fs.BoolVar(&o.Floor, "floor", true, "after the run, measure the floor on its rows (floorPerSecond, floorRatio)")
+	fs.BoolVar(&o.Keep, "keep", false, "keep the run's database (nf_bench_<time>) and Redis keys (nf:bench_<time>:*) after it, for inspection")
 	fs.DurationVar(&o.Timeout, "timeout", 15*time.Minute, "give up on the run after this long")
 }
 
@@ -125,6 +128,14 @@ func benchmark(ctx context.Context, root string, o options) (*result, error) {
 		return nil, err
 	}
 	defer func() { _ = iso.DeleteTopics(context.Background(), deps) }()
+	if !o.Keep {
+		// Deferred before the stack's stop, so it runs after it.
+		defer func() {
+			if err := iso.Remove(context.Background(), deps); err != nil {
+				fmt.Printf("removing the run's data: %v\n", err)
+			}
+		}()
+	}
 	stack, token, err := runStack(root, binDir, iso, deps, o.Partitions)
 	if err != nil {
 		return nil, err
