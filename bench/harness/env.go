@@ -103,14 +103,24 @@ func (iso Isolation) DSN(d Deps) (string, error) {
 	return cfg.FormatDSN(), nil
 }
 
+// serverDB opens the server of d without a database; the caller closes it.
+func serverDB(d Deps) (*sql.DB, error) {
+	cfg, err := mysql.ParseDSN(d.MySQLDSN)
+	if err != nil {
+		return nil, fmt.Errorf("parse mysql dsn: %w", err)
+	}
+	cfg.DBName = ""
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return nil, fmt.Errorf("open mariadb: %w", err)
+	}
+	return db, nil
+}
+
 // Create makes a fresh, empty database for the run (dropping an old one of
 // the same name).
 func (iso Isolation) Create(ctx context.Context, d Deps) error {
-	cfg, err := mysql.ParseDSN(d.MySQLDSN)
-	if err != nil {
-		return fmt.Errorf("parse mysql dsn: %w", err)
-	}
-	db, err := sql.Open("mysql", cfg.FormatDSN())
+	db, err := serverDB(d)
 	if err != nil {
 		return err
 	}
@@ -127,11 +137,7 @@ func (iso Isolation) Create(ctx context.Context, d Deps) error {
 // dispatchers' done markers live for days: a hundred thousand per run
 // otherwise stay behind). It returns the first failure.
 func (iso Isolation) Remove(ctx context.Context, d Deps) error {
-	cfg, err := mysql.ParseDSN(d.MySQLDSN)
-	if err != nil {
-		return fmt.Errorf("parse mysql dsn: %w", err)
-	}
-	db, err := sql.Open("mysql", cfg.FormatDSN())
+	db, err := serverDB(d)
 	if err != nil {
 		return err
 	}
