@@ -28,7 +28,7 @@ CHANNEL ?= sim
 SIM_LATENCY ?= 2ms
 # CHANNEL=webhook: the local receiver answers each call after RECEIVER_DELAY (the sim latency unless set)
 RECEIVER_DELAY ?= $(SIM_LATENCY)
-# KEEP=true leaves a run's database (nf_bench_<time>) and Redis keys (nf:bench_<time>:*) in place after it
+# KEEP=true leaves a run's database (nf_bench_<time>) and Redis keys (nf:bench_<time>:*) in place after it (a failed run always does)
 KEEP ?= false
 BENCH_ARGS = -notifications $(NOTIFICATIONS) -recipients $(RECIPIENTS) -partitions $(PARTITIONS) \
 	-dispatchers $(DISPATCHERS) -workers $(WORKERS) -ordering $(ORDERING) -sink-batch $(SINK_BATCH) \

@@ -117,8 +117,9 @@ func serverDB(d Deps) (*sql.DB, error) {
 	return db, nil
 }
 
-// Create makes a fresh, empty database for the run (dropping an old one of
-// the same name).
+// Create makes a fresh, empty database for the run and clears its Redis
+// keys (an earlier run of the same name, such as the demo's, leaves
+// both).
 func (iso Isolation) Create(ctx context.Context, d Deps) error {
 	db, err := serverDB(d)
 	if err != nil {
@@ -130,7 +131,7 @@ func (iso Isolation) Create(ctx context.Context, d Deps) error {
 			return fmt.Errorf("%s: %w", q, err)
 		}
 	}
-	return nil
+	return iso.clearKeys(ctx, d)
 }
 
 // Remove drops the run's database and deletes its Redis keys (the
@@ -145,6 +146,11 @@ func (iso Isolation) Remove(ctx context.Context, d Deps) error {
 	if _, err := db.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+iso.Database+"`"); err != nil {
 		return fmt.Errorf("drop database %s: %w", iso.Database, err)
 	}
+	return iso.clearKeys(ctx, d)
+}
+
+// clearKeys deletes the Redis keys under the run's prefix.
+func (iso Isolation) clearKeys(ctx context.Context, d Deps) error {
 	rdb := redis.NewClient(&redis.Options{Addr: d.Redis})
 	defer rdb.Close()
 	if _, err := deleteKeys(ctx, rdb, iso.RedisPrefix+"*"); err != nil {

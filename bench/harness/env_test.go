@@ -25,6 +25,7 @@ func TestIsolationRemoveLeavesNothingOfTheRun(t *testing.T) {
 	if err := iso.Create(ctx, deps); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = iso.Remove(context.Background(), deps) })
 	rdb := redis.NewClient(&redis.Options{Addr: deps.Redis})
 	defer rdb.Close()
 	const n = 2500 // more than one SCAN page and one DEL batch

@@ -50,12 +50,7 @@ return 1
 // already. rdb may be a pipeline (the script is sent with each call, so no
 // script cache is needed); its error is then known only once it executes.
 func Store(ctx context.Context, rdb redis.Scripter, prefix string, targetID uint64, rec Record) error {
-	until := int64(0)
-	if !rec.PreviousUntil.IsZero() {
-		until = rec.PreviousUntil.UnixMilli()
-	}
-	err := storeScript.Eval(ctx, rdb, []string{RedisKey(prefix, targetID)},
-		rec.Version, rec.Current, rec.Previous, until).Err()
+	err := storeCmd(ctx, rdb, prefix, targetID, rec).Err()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("store webhook secret of target %d in redis: %w", targetID, err)
 	}
@@ -63,22 +58,23 @@ func Store(ctx context.Context, rdb redis.Scripter, prefix string, targetID uint
 }
 
 // StoreNewer writes each of recs (target id -> Record) that Redis holds
-// an older version of, or none, and returns how many it wrote. It reads
-// the stored versions in one pipeline and Stores only the records behind
-// in a second: for a sync that mostly finds its records in place already,
-// a read per record instead of a script run and a write. A record stored
-// at the same version is left as it is (a version has one content: it
-// grows with every rotation). rdb is a client, not a pipeline.
+// an older version of, or none (no key, or a key without its current
+// secret), and returns how many it wrote. It reads the stored versions in
+// one pipeline and Stores only the records behind in a second: for a sync
+// that mostly finds its records in place already, a read per record
+// instead of a script run and a write. A record stored at the same
+// version is left as it is (a version has one content: it grows with
+// every rotation). rdb is a client, not a pipeline.
 func StoreNewer(ctx context.Context, rdb redis.Cmdable, prefix string, recs map[uint64]Record) (int, error) {
 	if len(recs) == 0 {
 		return 0, nil
 	}
 	ids := make([]uint64, 0, len(recs))
-	gets := make([]*redis.StringCmd, 0, len(recs))
+	gets := make([]*redis.SliceCmd, 0, len(recs))
 	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for id := range recs {
 			ids = append(ids, id)
-			gets = append(gets, p.HGet(ctx, RedisKey(prefix, id), "v"))
+			gets = append(gets, p.HMGet(ctx, RedisKey(prefix, id), "v", "cur"))
 		}
 		return nil
 	})
@@ -87,41 +83,58 @@ func StoreNewer(ctx context.Context, rdb redis.Cmdable, prefix string, recs map[
 	}
 	var behind []uint64
 	for i, get := range gets {
-		stored := int64(-1)
-		switch v, err := get.Result(); {
-		case errors.Is(err, redis.Nil):
-		case err != nil:
+		vals, err := get.Result()
+		if err != nil {
 			return 0, fmt.Errorf("read the version of the webhook secret of target %d in redis: %w", ids[i], err)
-		default:
-			if stored, err = strconv.ParseInt(v, 10, 64); err != nil {
-				stored = -1 // not ours: Store's script decides
-			}
 		}
-		if stored < recs[ids[i]].Version {
+		if storedVersion(vals) < recs[ids[i]].Version {
 			behind = append(behind, ids[i])
 		}
 	}
 	if len(behind) == 0 {
 		return 0, nil
 	}
-	cmds, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	stores := make([]*redis.Cmd, 0, len(behind))
+	_, err = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, id := range behind {
-			_ = Store(ctx, p, prefix, id, recs[id])
+			stores = append(stores, storeCmd(ctx, p, prefix, id, recs[id]))
 		}
 		return nil
 	})
-	if err == nil {
-		for _, c := range cmds {
-			if cerr := c.Err(); cerr != nil && !errors.Is(cerr, redis.Nil) {
-				err = cerr
-				break
-			}
+	written := 0
+	for _, c := range stores {
+		n, cerr := c.Int()
+		if cerr != nil {
+			return written, fmt.Errorf("store %d webhook secrets in redis: %w", len(behind), cerr)
 		}
+		written += n
 	}
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return 0, fmt.Errorf("store %d webhook secrets in redis: %w", len(behind), err)
+	if err != nil {
+		return written, fmt.Errorf("store %d webhook secrets in redis: %w", len(behind), err)
 	}
-	return len(behind), nil
+	return written, nil
+}
+
+// storedVersion is the version of an HMGET v, cur reply: -1 when the key
+// is missing, holds no current secret or a version that is not a number.
+func storedVersion(vals []any) int64 {
+	v, _ := vals[0].(string)
+	cur, _ := vals[1].(string)
+	n, err := strconv.ParseInt(v, 10, 64)
+	if cur == "" || err != nil {
+		return -1
+	}
+	return n
+}
+
+// storeCmd sends the store script for rec; its reply is 1 when it wrote.
+func storeCmd(ctx context.Context, rdb redis.Scripter, prefix string, targetID uint64, rec Record) *redis.Cmd {
+	until := int64(0)
+	if !rec.PreviousUntil.IsZero() {
+		until = rec.PreviousUntil.UnixMilli()
+	}
+	return storeScript.Eval(ctx, rdb, []string{RedisKey(prefix, targetID)},
+		rec.Version, rec.Current, rec.Previous, until)
 }
 
 // Load reads target's Record; ok is false when Redis has none.

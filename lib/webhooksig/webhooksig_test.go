@@ -70,13 +70,14 @@ func TestStoreLoadVersionGuard(t *testing.T) {
 }
 
 // StoreNewer writes only the records Redis holds an older version of or
-// none, and leaves one stored at the same or a higher version untouched.
+// none (a key without its current secret counts as none), and leaves one
+// stored at the same or a higher version untouched.
 func TestStoreNewerWritesOnlyRecordsBehind(t *testing.T) {
 	t.Parallel()
 	rdb, prefix := testkit.Redis(t)
 	ctx := context.Background()
 	v := func(n int64, cur string) webhooksig.Record { return webhooksig.Record{Version: n, Current: cur} }
-	for id, rec := range map[uint64]webhooksig.Record{1: v(1, "whsec_one"), 2: v(1, "whsec_two"), 3: v(1, "whsec_three"), 4: v(3, "whsec_four3")} {
+	for id, rec := range map[uint64]webhooksig.Record{1: v(1, "whsec_one"), 2: v(1, "whsec_two"), 3: v(1, "whsec_three"), 4: v(3, "whsec_four3"), 6: v(1, "whsec_six")} {
 		if err := webhooksig.Store(ctx, rdb, prefix, id, rec); err != nil {
 			t.Fatal(err)
 		}
@@ -88,13 +89,16 @@ func TestStoreNewerWritesOnlyRecordsBehind(t *testing.T) {
 	if err := rdb.Del(ctx, webhooksig.RedisKey(prefix, 2)).Err(); err != nil { // lost, as in a failover
 		t.Fatal(err)
 	}
-	n, err := webhooksig.StoreNewer(ctx, rdb, prefix, map[uint64]webhooksig.Record{
-		1: v(1, "whsec_one"), 2: v(1, "whsec_two"), 3: v(2, "whsec_three2"), 4: v(2, "whsec_four2"), 5: v(1, "whsec_five"),
-	})
-	if err != nil || n != 3 {
-		t.Fatalf("StoreNewer = %d, %v; want 3 (targets 2, 3 and 5)", n, err)
+	if err := rdb.HDel(ctx, webhooksig.RedisKey(prefix, 6), "cur").Err(); err != nil { // a version without its secret
+		t.Fatal(err)
 	}
-	want := map[uint64]webhooksig.Record{1: v(1, "whsec_in_place"), 2: v(1, "whsec_two"), 3: v(2, "whsec_three2"), 4: v(3, "whsec_four3"), 5: v(1, "whsec_five")}
+	n, err := webhooksig.StoreNewer(ctx, rdb, prefix, map[uint64]webhooksig.Record{
+		1: v(1, "whsec_one"), 2: v(1, "whsec_two"), 3: v(2, "whsec_three2"), 4: v(2, "whsec_four2"), 5: v(1, "whsec_five"), 6: v(1, "whsec_six"),
+	})
+	if err != nil || n != 4 {
+		t.Fatalf("StoreNewer = %d, %v; want 4 (targets 2, 3, 5 and 6)", n, err)
+	}
+	want := map[uint64]webhooksig.Record{1: v(1, "whsec_in_place"), 2: v(1, "whsec_two"), 3: v(2, "whsec_three2"), 4: v(3, "whsec_four3"), 5: v(1, "whsec_five"), 6: v(1, "whsec_six")}
 	for id, w := range want {
 		got, ok, err := webhooksig.Load(ctx, rdb, prefix, id)
 		if err != nil || !ok || got.Version != w.Version || got.Current != w.Current {

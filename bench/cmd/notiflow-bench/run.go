@@ -110,7 +110,7 @@ func cmdRun(ctx context.Context, args []string) error {
 }
 
 // benchmark runs one benchmark on a stack of its own and stops it after.
-func benchmark(ctx context.Context, root string, o options) (*result, error) {
+func benchmark(ctx context.Context, root string, o options) (_ *result, err error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
@@ -128,14 +128,17 @@ func benchmark(ctx context.Context, root string, o options) (*result, error) {
 		return nil, err
 	}
 	defer func() { _ = iso.DeleteTopics(context.Background(), deps) }()
-	if !o.Keep {
-		// Deferred before the stack's stop, so it runs after it.
-		defer func() {
-			if err := iso.Remove(context.Background(), deps); err != nil {
-				fmt.Printf("removing the run's data: %v\n", err)
-			}
-		}()
-	}
+	// Deferred before the stack's stop, so it runs after it. A failed
+	// run's data stays for inspection.
+	defer func() {
+		if o.Keep || err != nil {
+			fmt.Printf("the run's data stays: database %s, redis keys %s*\n", iso.Database, iso.RedisPrefix)
+			return
+		}
+		if rerr := iso.Remove(context.Background(), deps); rerr != nil {
+			fmt.Printf("removing the run's data: %v\n", rerr)
+		}
+	}()
 	stack, token, err := runStack(root, binDir, iso, deps, o.Partitions)
 	if err != nil {
 		return nil, err

@@ -247,8 +247,9 @@ func TestWebhookMissingSecretNotSent(t *testing.T) {
 	}
 }
 
-// Concurrent sends read their targets' secrets through the batcher's
-// shared pipelines, not with a round trip each of their own.
+// Concurrent sends read their targets' secrets through the batcher (so
+// they can share its pipelines), not with a round trip each of their own:
+// the batcher must have sent every read.
 func TestSecretsReadThroughTheBatcher(t *testing.T) {
 	t.Parallel()
 	rdb, prefix := testkit.Redis(t)
