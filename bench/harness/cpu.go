@@ -1,39 +1,16 @@
 package harness
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/notiflow/notiflow/lib/testkit"
 )
 
-// clockTicks is USER_HZ, 100 on every Linux this runs on.
-const clockTicks = 100
-
 // CPUSeconds returns the user+system CPU time pid has used so far, or -1.
-func CPUSeconds(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return -1
-	}
-	// Fields after the command name (which may hold spaces) start at ')'.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return -1
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return -1
-	}
-	ut, err1 := strconv.ParseFloat(f[11], 64) // field 14: utime
-	st, err2 := strconv.ParseFloat(f[12], 64) // field 15: stime
-	if err1 != nil || err2 != nil {
-		return -1
-	}
-	return (ut + st) / clockTicks
-}
+func CPUSeconds(pid int) float64 { return testkit.ProcessCPUSeconds(pid) }
 
 // Pid returns the process id of a running Proc, or 0.
 func (p *Proc) Pid() int {
@@ -112,5 +89,5 @@ func MachineCPUSeconds() (busy, total float64) {
 			idle += v
 		}
 	}
-	return (total - idle) / clockTicks, total / clockTicks
+	return (total - idle) / testkit.ClockTicks, total / testkit.ClockTicks
 }
