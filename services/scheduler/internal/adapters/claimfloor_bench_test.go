@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/notiflow/notiflow/lib/testkit"
 	"github.com/notiflow/notiflow/services/scheduler/internal/domain"
 )
 
@@ -18,7 +19,8 @@ import (
 //   - store: MySQLStore.BeginClaim + Finish with the cursor, as a scan does
 //     on one connection (the scheduler overlaps two). It fires one-shots
 //     from their queue entries alone, less work than either bare-SQL run
-//     below (no target read or update).
+//     below (no target read or update). It also reports the database
+//     server's CPU per target when the server runs on this machine.
 //   - due-index: due targets found through an index of the targets,
 //     statements alone, no Go planning: locking read of a (status,
 //     next_run_at, id) index of the targets with a cursor, one UPDATE to
@@ -41,7 +43,7 @@ func BenchmarkClaimFloor(b *testing.B) {
 	db := s.DB()
 	due := time.Now().UTC().Add(-time.Minute).Truncate(time.Second)
 	b.Run("store", func(b *testing.B) {
-		var spent time.Duration
+		var spent, server time.Duration
 		for i := 0; i < b.N; i++ {
 			b.StopTimer()
 			mustExec(b, db, `TRUNCATE TABLE outbox`, `TRUNCATE TABLE notification_targets`, `TRUNCATE TABLE target_due`)
@@ -53,7 +55,7 @@ func BenchmarkClaimFloor(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.StartTimer()
-			t0 := time.Now()
+			t0, cpu0 := time.Now(), testkit.MySQLServerCPU()
 			now, cur, got := time.Now().UTC(), domain.ClaimCursor{}, 0
 			for {
 				c, err := s.BeginClaim(ctx, now, batch, domain.Planner{}, cur)
@@ -71,11 +73,15 @@ func BenchmarkClaimFloor(b *testing.B) {
 				got += res.Inserted
 			}
 			spent += time.Since(t0)
+			server += testkit.MySQLServerCPU() - cpu0
 			if got != n {
 				b.Fatalf("claimed %d, want %d", got, n)
 			}
 		}
 		b.ReportMetric(float64(n*b.N)/spent.Seconds(), "targets/s")
+		if server >= 0 {
+			b.ReportMetric(float64(server.Microseconds())/float64(n*b.N), "server-CPU-us/target")
+		}
 		b.ReportMetric(0, "ns/op")
 	})
 	b.Run("due-index", func(b *testing.B) {

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/notiflow/notiflow/lib/testkit"
 )
 
 // BenchmarkClaimPublish100k measures the scheduler's hot path on the real
@@ -15,7 +17,8 @@ import (
 //   - staged: one tick claims everything (relay idle), then one relay pass
 //     publishes everything; reports each stage's rate, and that of settling
 //     the one-shots' stored status afterwards (deferred work, off the
-//     claim's path, not part of total_targets/s).
+//     claim's path, not part of total_targets/s); and, when the database
+//     server runs on this machine, its CPU per target in each stage.
 //   - pipelined: the scheduler runs as in production, the relay woken after
 //     each claim batch; reports the end-to-end rate (claimed, published and
 //     marked).
@@ -30,16 +33,17 @@ func BenchmarkClaimPublish100k(b *testing.B) {
 		in := e.instance(b, instanceOpts{claimBatch: benchEnv("CLAIM_BATCH"), relayBatch: benchEnv("RELAY_BATCH")})
 		ctx := context.Background()
 		var claim, publish, settle time.Duration
+		var claimCPU, publishCPU, settleCPU time.Duration // the database server's
 		for i := 0; i < b.N; i++ {
 			b.StopTimer()
 			reset(b, in)
 			createDue(b, in.store, n, 10_000, time.Now().Add(-time.Minute), "bench")
 			b.StartTimer()
-			t0 := time.Now()
+			t0, c0 := time.Now(), testkit.MySQLServerCPU()
 			in.sched.Tick(ctx)
-			t1 := time.Now()
+			t1, c1 := time.Now(), testkit.MySQLServerCPU()
 			got, err := in.sched.Flush(ctx)
-			t2 := time.Now()
+			t2, c2 := time.Now(), testkit.MySQLServerCPU()
 			if err != nil || got != n {
 				b.Fatalf("published %d, %v; want %d", got, err, n)
 			}
@@ -53,7 +57,8 @@ func BenchmarkClaimPublish100k(b *testing.B) {
 				}
 				settled += k
 			}
-			t3 := time.Now()
+			t3, c3 := time.Now(), testkit.MySQLServerCPU()
+			claimCPU, publishCPU, settleCPU = claimCPU+c1-c0, publishCPU+c2-c1, settleCPU+c3-c2
 			if settled != n {
 				b.Fatalf("settled %d, want %d", settled, n)
 			}
@@ -67,6 +72,11 @@ func BenchmarkClaimPublish100k(b *testing.B) {
 		b.ReportMetric(total/publish.Seconds(), "publish_targets/s")
 		b.ReportMetric(total/(claim+publish).Seconds(), "total_targets/s")
 		b.ReportMetric(total/settle.Seconds(), "settle_targets/s")
+		if c := testkit.MySQLServerCPU(); c >= 0 { // the server runs here: its CPU per target by stage
+			b.ReportMetric(float64(claimCPU.Microseconds())/total, "claim_db_us/target")
+			b.ReportMetric(float64(publishCPU.Microseconds())/total, "publish_db_us/target")
+			b.ReportMetric(float64(settleCPU.Microseconds())/total, "settle_db_us/target")
+		}
 		b.ReportMetric(0, "ns/op")
 	})
 	b.Run("pipelined", func(b *testing.B) {
