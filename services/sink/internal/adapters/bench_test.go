@@ -108,29 +108,34 @@ func (s *Store) upsertRaw(ctx context.Context, rows []domain.Row) error {
 }
 
 // BenchmarkUpsert compares ways of writing 200-row batches, each into a
-// fresh table: gorm Exec with the prebuilt statement (what the sink uses),
-// gorm Create with clause.OnConflict, and database/sql directly; with
-// interpolateParams on and off; on 1, 2 and 4 connections. Run with
-// -benchtime=1x: each case writes NOTIFLOW_BENCH_ROWS rows once.
+// fresh table: gorm Exec with the prebuilt statement, sent interpolated or
+// (gorm-exec-prepared, what the sink does with full batches) kept prepared
+// per connection; gorm Create with clause.OnConflict; and database/sql
+// directly; with interpolateParams on and off; on 1, 2 and 4 connections.
+// Besides the client's CPU per row it reports the database server's when
+// the server runs on this machine. Run with -benchtime=1x: each case
+// writes NOTIFLOW_BENCH_ROWS rows once.
 func BenchmarkUpsert(b *testing.B) {
 	n := benchRows()
 	batches := benchBatches(n, 200)
 	modes := []struct {
-		name string
-		fn   func(*Store, context.Context, []domain.Row) error
+		name     string
+		fn       func(*Store, context.Context, []domain.Row) error
+		prepared int // Options.PreparedRows
 	}{
-		{"gorm-exec", (*Store).Upsert},
-		{"gorm-create", (*Store).upsertCreate},
-		{"raw", (*Store).upsertRaw},
+		{"gorm-exec", (*Store).Upsert, 0},
+		{"gorm-exec-prepared", (*Store).Upsert, 200},
+		{"gorm-create", (*Store).upsertCreate, 0},
+		{"raw", (*Store).upsertRaw, 0},
 	}
 	for _, mode := range modes {
 		for _, interp := range []bool{true, false} {
 			for _, conns := range []int{1, 2, 4} {
-				if mode.name == "gorm-create" && conns != 2 {
+				if mode.name == "gorm-create" && conns != 2 || mode.prepared > 0 && !interp {
 					continue
 				}
 				b.Run(fmt.Sprintf("%s/interpolate=%v/conns=%d", mode.name, interp, conns), func(b *testing.B) {
-					s, err := Open(context.Background(), testkit.MySQLDSN(b), Options{MaxConns: conns, NoInterpolate: !interp})
+					s, err := Open(context.Background(), testkit.MySQLDSN(b), Options{MaxConns: conns, NoInterpolate: !interp, PreparedRows: mode.prepared})
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -140,10 +145,13 @@ func BenchmarkUpsert(b *testing.B) {
 					}
 					b.ResetTimer()
 					for b.Loop() {
-						cpu := selfCPU()
+						cpu, server := selfCPU(), testkit.MySQLServerCPU()
 						elapsed := writeAll(b, s, batches, conns, mode.fn)
 						b.ReportMetric(float64(n)/elapsed.Seconds(), "rows/s")
 						b.ReportMetric(float64((selfCPU()-cpu).Microseconds())/float64(n), "client-CPU-us/row")
+						if server >= 0 {
+							b.ReportMetric(float64((testkit.MySQLServerCPU()-server).Microseconds())/float64(n), "server-CPU-us/row")
+						}
 						truncate(b, s.db)
 					}
 				})

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -17,10 +19,13 @@ import (
 	"github.com/notiflow/notiflow/services/sink/notifications"
 )
 
-func openStore(t *testing.T) *Store {
+func openStore(t *testing.T) *Store { return openStoreWith(t, Options{MaxConns: 4}) }
+
+// openStoreWith opens a store with opt on a fresh migrated database.
+func openStoreWith(t *testing.T, opt Options) *Store {
 	t.Helper()
 	ctx := context.Background()
-	s, err := Open(ctx, testkit.MySQLDSN(t), Options{MaxConns: 4})
+	s, err := Open(ctx, testkit.MySQLDSN(t), opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,9 +106,26 @@ func toStored(r domain.Row) stored {
 // domain.Merge: random sequences of results (retries, duplicates, older
 // attempts, redeliveries) written in random batches must leave exactly the
 // rows that folding them with Merge in memory gives.
+//
+// It runs twice: with interpolated statements of random sizes, and with
+// every batch but the last of Options.PreparedRows rows, so that they go
+// through the prepared statement (binary protocol) and its duplicate-key
+// fallback.
 func TestUpsertAppliesMerge(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
+	t.Run("interpolated", func(t *testing.T) {
+		t.Parallel()
+		testUpsertAppliesMerge(t, openStore(t), 0)
+	})
+	t.Run("prepared", func(t *testing.T) {
+		t.Parallel()
+		testUpsertAppliesMerge(t, openStoreWith(t, Options{MaxConns: 4, PreparedRows: 7}), 7)
+	})
+}
+
+// testUpsertAppliesMerge writes batches of size rows (random sizes when
+// size is 0).
+func testUpsertAppliesMerge(t *testing.T, s *Store, size int) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))
 	statuses := []domain.Status{domain.StatusDelivered, domain.StatusFailed, domain.StatusRateLimited, domain.StatusCancelled}
@@ -133,12 +155,28 @@ func TestUpsertAppliesMerge(t *testing.T) {
 		}
 		want[r.NotificationID] = row
 	}
+	full := 0 // batches of size rows
 	for len(all) > 0 {
 		n := min(1+rng.IntN(40), len(all))
-		if err := s.Upsert(ctx, domain.Collapse(all[:n])); err != nil {
+		if size > 0 {
+			// The shortest prefix that collapses to size rows (Collapse
+			// merges repeated ids), or all that is left.
+			n = min(size, len(all))
+			for n < len(all) && len(domain.Collapse(all[:n])) < size {
+				n++
+			}
+		}
+		batch := domain.Collapse(all[:n])
+		if len(batch) == size {
+			full++
+		}
+		if err := s.Upsert(ctx, batch); err != nil {
 			t.Fatal(err)
 		}
 		all = all[n:]
+	}
+	if size > 0 && full < 50 {
+		t.Fatalf("only %d batches of %d rows", full, size)
 	}
 	got := readRows(t, s.DB())
 	if len(got) != len(want) {
@@ -149,6 +187,98 @@ func TestUpsertAppliesMerge(t *testing.T) {
 			t.Errorf("%s: got %+v\nwant %+v", id, g, toStored(w))
 		}
 	}
+}
+
+// TestUpsertStoresEveryColumnAsGiven writes the same rows, edge values
+// included (a target id above MaxInt64, microsecond times, no run, 4-byte
+// UTF-8, empty strings, a long body), once interpolated and once through
+// the prepared statement (binary protocol), and reads every column back:
+// both must store exactly what they were given.
+func TestUpsertStoresEveryColumnAsGiven(t *testing.T) {
+	t.Parallel()
+	mk := func() []domain.Row {
+		var rs []*domain.Result
+		for i := range 5 {
+			r := result(fmt.Sprintf("col-%d", i), domain.StatusDelivered, i)
+			r.OccurrenceAt = base.Add(time.Duration(i)*time.Hour + 123456*time.Microsecond)
+			r.DueAt = r.OccurrenceAt.Add(-time.Microsecond)
+			r.DispatchedAt = r.OccurrenceAt.Add(987654 * time.Microsecond)
+			r.Sequence = uint64(i) << 40
+			switch i {
+			case 0:
+				r.TargetID = math.MaxUint64 - 7
+			case 1:
+				r.RunID = ""
+				r.Body = "📦 shipped — ünïcödé " + strings.Repeat("x", 6000)
+			case 2:
+				r.Error, r.TemplateVersion, r.RecipientID = "", "", "r"
+				r.ProviderCode = -1
+			}
+			rs = append(rs, r)
+		}
+		rows := domain.Collapse(rs)
+		for i := range rows {
+			rows[i].Duplicates = i
+			rows[i].Provisional = i == 3
+		}
+		return rows
+	}
+	want := mk()
+	for _, tc := range []struct {
+		name string
+		opt  Options
+	}{
+		{"interpolated", Options{MaxConns: 2}},
+		{"prepared", Options{MaxConns: 2, PreparedRows: len(want)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := openStoreWith(t, tc.opt)
+			if err := s.Upsert(context.Background(), mk()); err != nil {
+				t.Fatal(err)
+			}
+			got := readAllColumns(t, s.DB())
+			if len(got) != len(want) {
+				t.Fatalf("%d rows, want %d", len(got), len(want))
+			}
+			for _, w := range want {
+				w.Sources = nil // which records a row came from is not stored
+				if g, ok := got[w.NotificationID]; !ok || !reflect.DeepEqual(g, w) {
+					t.Errorf("%s:\n got %+v\nwant %+v", w.NotificationID, g, w)
+				}
+			}
+		})
+	}
+}
+
+// readAllColumns reads back every column Upsert writes, by notification id.
+func readAllColumns(t *testing.T, db *sql.DB) map[string]domain.Row {
+	t.Helper()
+	rows, err := db.Query(`SELECT notification_id, target_id, occurrence_at, recipient_id, sequence, channel, template_id,
+		status, attempts, provider_code, error, body, run_id, due_at, dispatched_at, duplicates, from_duplicate, template_version
+		FROM notifications`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]domain.Row{}
+	for rows.Next() {
+		var (
+			r     domain.Row
+			runID sql.NullString
+		)
+		if err := rows.Scan(&r.NotificationID, &r.TargetID, &r.OccurrenceAt, &r.RecipientID, &r.Sequence, &r.Channel,
+			&r.TemplateID, &r.Status, &r.Attempts, &r.ProviderCode, &r.Error, &r.Body, &runID, &r.DueAt, &r.DispatchedAt,
+			&r.Duplicates, &r.Provisional, &r.TemplateVersion); err != nil {
+			t.Fatal(err)
+		}
+		r.RunID = runID.String
+		out[r.NotificationID] = r
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 func TestUpsertRejectsDataThatDoesNotFit(t *testing.T) {

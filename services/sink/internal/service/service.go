@@ -69,7 +69,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 	metrics := app.NewMetrics(reg)
 	s := &Service{cfg: cfg, log: log, health: obs.NewHealth(log)}
 	var err error
-	s.store, err = adapters.Open(ctx, cfg.MySQLDSN, adapters.Options{MaxConns: cfg.FlushConcurrency + 1})
+	s.store, err = adapters.Open(ctx, cfg.MySQLDSN, adapters.Options{MaxConns: cfg.FlushConcurrency + 1, PreparedRows: cfg.BatchSize})
 	if err != nil {
 		return nil, err
 	}
