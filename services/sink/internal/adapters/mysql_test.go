@@ -281,6 +281,46 @@ func readAllColumns(t *testing.T, db *sql.DB) map[string]domain.Row {
 	return out
 }
 
+// TestUpsertPreparedFallsBackWhenServerRefuses writes a full batch while
+// the server refuses to prepare any statement (max_prepared_stmt_count 0,
+// as when other clients hold the server's whole allowance): the batch is
+// written interpolated, and once the server prepares again so is the next.
+// Not parallel: it changes a global setting of the server for its run.
+func TestUpsertPreparedFallsBackWhenServerRefuses(t *testing.T) {
+	ctx := context.Background()
+	s := openStoreWith(t, Options{MaxConns: 2, PreparedRows: 3})
+	var limit int
+	if err := s.DB().QueryRow(`SELECT @@GLOBAL.max_prepared_stmt_count`).Scan(&limit); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DB().Exec(`SET GLOBAL max_prepared_stmt_count = 0`); err != nil {
+		t.Fatal(err)
+	}
+	restore := func() {
+		if _, err := s.DB().Exec(`SET GLOBAL max_prepared_stmt_count = ?`, limit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer restore()
+	batch := func(prefix string) []domain.Row {
+		var rs []*domain.Result
+		for i := range 3 {
+			rs = append(rs, result(fmt.Sprintf("%s-%d", prefix, i), domain.StatusDelivered, 1))
+		}
+		return domain.Collapse(rs)
+	}
+	if err := s.Upsert(ctx, batch("refused")); err != nil {
+		t.Fatalf("upsert while the server refuses to prepare: %v", err)
+	}
+	restore()
+	if err := s.Upsert(ctx, batch("allowed")); err != nil {
+		t.Fatalf("upsert once the server prepares again: %v", err)
+	}
+	if n := len(readRows(t, s.DB())); n != 6 {
+		t.Fatalf("%d rows, want 6", n)
+	}
+}
+
 func TestUpsertRejectsDataThatDoesNotFit(t *testing.T) {
 	t.Parallel()
 	s := openStore(t)
