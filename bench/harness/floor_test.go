@@ -2,9 +2,6 @@ package harness
 
 import (
 	"context"
-	"database/sql"
-	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -20,24 +17,8 @@ import (
 // went through both topics.
 func TestFloorWritesEveryRowAndRecord(t *testing.T) {
 	deps := LocalDeps()
-	if os.Getenv("NOTIFLOW_TEST_MYSQL_DSN") == "" {
-		t.Fatal("NOTIFLOW_TEST_MYSQL_DSN is not set (make test sets it)")
-	}
 	ctx := context.Background()
-	iso := NewIsolation(fmt.Sprintf("floortest_%d", time.Now().UnixNano()))
-	if err := iso.Create(ctx, deps); err != nil {
-		t.Fatal(err)
-	}
-	dsn, err := iso.DSN(deps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	defer func() { _, _ = db.ExecContext(context.Background(), "DROP DATABASE `"+iso.Database+"`") }()
+	iso, dsn, db := isolatedDB(t, "floortest")
 
 	const n = 3000
 	if err := notifications.Migrate(ctx, db); err != nil {
