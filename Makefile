@@ -30,10 +30,13 @@ SIM_LATENCY ?= 2ms
 RECEIVER_DELAY ?= $(SIM_LATENCY)
 # KEEP=true leaves a run's database (nf_bench_<time>) and Redis keys (nf:bench_<time>:*) in place after it (a failed run always does)
 KEEP ?= false
+# PROFILE=dir leaves a CPU profile of every service (the first PROFILE_SECONDS of the run window) and a summary of MariaDB's statements in dir
+PROFILE ?=
+PROFILE_SECONDS ?= 5s
 BENCH_ARGS = -notifications $(NOTIFICATIONS) -recipients $(RECIPIENTS) -partitions $(PARTITIONS) \
 	-dispatchers $(DISPATCHERS) -workers $(WORKERS) -ordering $(ORDERING) -sink-batch $(SINK_BATCH) \
 	-sink-idle $(SINK_IDLE) -sink-naive=$(SINK_NAIVE) -channel $(CHANNEL) -sim-latency $(SIM_LATENCY) \
-	-receiver-delay $(RECEIVER_DELAY) -keep=$(KEEP)
+	-receiver-delay $(RECEIVER_DELAY) -keep=$(KEEP) -profile '$(PROFILE)' -profile-seconds $(PROFILE_SECONDS)
 
 all: build
 

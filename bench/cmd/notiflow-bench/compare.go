@@ -27,6 +27,9 @@ func cmdCompare(ctx context.Context, args []string) error {
 	naiveOpts := o
 	naiveOpts.Ordering, naiveOpts.SinkNaive = "partition", true
 	naiveOpts.Floor = false // the floor is the design's, measured with the tuned run
+	if o.Profile != "" {
+		naiveOpts.Profile, o.Profile = filepath.Join(o.Profile, "naive"), filepath.Join(o.Profile, "tuned")
+	}
 	fmt.Println("== naive configuration: partition-ordered dispatcher, per-record sink")
 	naive, err := benchmark(ctx, root, naiveOpts)
 	if err != nil {

@@ -26,6 +26,9 @@ func cmdDemo(ctx context.Context, args []string) error {
 	if o.Channel == channelWebhook {
 		return fmt.Errorf("channel %s: the demo drives sim or inbox (make bench CHANNEL=webhook runs the webhook benchmark)", channelWebhook)
 	}
+	if o.Profile != "" {
+		return fmt.Errorf("profile %s: the demo takes no profiles (make bench PROFILE=dir does)", o.Profile)
+	}
 	root, err := harness.Root()
 	if err != nil {
 		return err

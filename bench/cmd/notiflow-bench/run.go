@@ -40,9 +40,14 @@ type options struct {
 	ReceiverDelay time.Duration `json:"receiverDelay,omitempty"`
 	Floor         bool          `json:"floor"`
 	// Keep leaves the run's database and Redis keys in place after it.
-	Keep    bool          `json:"keep,omitempty"`
-	Timeout time.Duration `json:"-"`
-	Out     string        `json:"-"`
+	Keep bool `json:"keep,omitempty"`
+	// Profile, when set, is the directory where the run leaves a CPU
+	// profile of every service and a summary of MariaDB's statements
+	// (profile.go); ProfileSpan is the profiles' span.
+	Profile     string        `json:"profile,omitempty"`
+	ProfileSpan time.Duration `json:"-"`
+	Timeout     time.Duration `json:"-"`
+	Out         string        `json:"-"`
 }
 
 func (o *options) register(fs *flag.FlagSet) {
@@ -60,6 +65,8 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.ReceiverDelay, "receiver-delay", receiver.DefaultDelay, "channel webhook: how long the receiver waits before answering each call")
 	fs.BoolVar(&o.Floor, "floor", true, "after the run, measure the floor on its rows (floorPerSecond, floorRatio)")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the run's database (nf_bench_<time>) and Redis keys (nf:bench_<time>:*) after it, for inspection")
+	fs.StringVar(&o.Profile, "profile", "", "directory for a CPU profile of every service and a summary of MariaDB's statements over the run window (logging every statement slows MariaDB: compare rates only between runs alike)")
+	fs.DurationVar(&o.ProfileSpan, "profile-seconds", 5*time.Second, "with -profile: the CPU profiles' span from the due time")
 	fs.DurationVar(&o.Timeout, "timeout", 15*time.Minute, "give up on the run after this long")
 }
 
@@ -151,6 +158,18 @@ func benchmark(ctx context.Context, root string, o options) (_ *result, err erro
 		}
 		defer recv.proc.Stop(10 * time.Second)
 	}
+	db, err := sql.Open("mysql", deps.MySQLDSN)
+	if err != nil {
+		return nil, fmt.Errorf("open mariadb for its row counters: %w", err)
+	}
+	defer db.Close()
+	prof, err := newProfiler(ctx, root, o, db, iso.Database)
+	if err != nil {
+		return nil, err
+	}
+	if prof != nil {
+		defer prof.restore()
+	}
 	sched, err := startTrio(ctx, stack, iso, o, nil)
 	if err != nil {
 		return nil, err
@@ -160,11 +179,6 @@ func benchmark(ctx context.Context, root string, o options) (_ *result, err erro
 	for _, p := range stack.Procs("") {
 		pids[p.Name] = p.Pid()
 	}
-	db, err := sql.Open("mysql", deps.MySQLDSN)
-	if err != nil {
-		return nil, fmt.Errorf("open mariadb for its row counters: %w", err)
-	}
-	defer db.Close()
 	costs := harness.NewCostRecorder(maps.Clone(pids), db) // the services and dependencies only
 	begin := costs.Take(ctx)
 	req := harness.BenchmarkRequest{
@@ -190,11 +204,19 @@ func benchmark(ctx context.Context, root string, o options) (_ *result, err erro
 		defer close(recDone)
 		recordCosts(recCtx, costs, run.DueAt)
 	}()
+	if prof != nil {
+		prof.start(ctx, run.DueAt, stack.Procs(""), token)
+	}
 	run, err = follow(ctx, admin, run.ID, o.Timeout, progress)
 	stopRec()
 	<-recDone
 	if err != nil {
 		return nil, err
+	}
+	if prof != nil && run.Report != nil {
+		if err := prof.finish(ctx, run); err != nil {
+			return nil, fmt.Errorf("profile the run: %w", err)
+		}
 	}
 	res := &result{Config: o, Run: run, RSSMiB: map[string]int{}, CPUSec: cpu.Stop()}
 	if run.Report != nil {
@@ -240,6 +262,8 @@ func (o options) validate() error {
 		return fmt.Errorf("channel %q: the benchmark drives sim, inbox or webhook", o.Channel)
 	case o.ReceiverDelay < 0:
 		return fmt.Errorf("receiver delay %s is negative", o.ReceiverDelay)
+	case o.Profile != "" && o.ProfileSpan < time.Second:
+		return fmt.Errorf("profile seconds %s: want at least 1s", o.ProfileSpan)
 	}
 	return nil
 }
@@ -261,14 +285,18 @@ func startTrio(ctx context.Context, stack *harness.Stack, iso harness.Isolation,
 		}
 		return stack.Start(ctx, name, service, env)
 	}
-	sinkEnv := map[string]string{
+	pprof := map[string]string{} // the services' profiles, for -profile
+	if o.Profile != "" {
+		pprof["NOTIFLOW_PPROF"] = "true"
+	}
+	sinkEnv := harness.Merge(pprof, map[string]string{
 		"NOTIFLOW_BATCH_SIZE": fmt.Sprint(o.SinkBatch), "NOTIFLOW_BATCH_IDLE": o.SinkIdle.String(),
 		"NOTIFLOW_SINK_NAIVE": fmt.Sprint(o.SinkNaive),
-	}
+	})
 	if _, err := start("sink", "sink", sinkEnv); err != nil {
 		return nil, err
 	}
-	dEnv := map[string]string{"NOTIFLOW_ORDERING": o.Ordering, "NOTIFLOW_SIM_LATENCY": o.SimLatency.String()}
+	dEnv := harness.Merge(pprof, map[string]string{"NOTIFLOW_ORDERING": o.Ordering, "NOTIFLOW_SIM_LATENCY": o.SimLatency.String()})
 	if o.Workers > 0 {
 		dEnv["NOTIFLOW_WORKERS"] = fmt.Sprint(o.Workers)
 	}
@@ -277,7 +305,7 @@ func startTrio(ctx context.Context, stack *harness.Stack, iso harness.Isolation,
 			return nil, err
 		}
 	}
-	return start("scheduler", "scheduler", nil)
+	return start("scheduler", "scheduler", pprof)
 }
 
 // follow polls the run every second, printing progress (and what extra
