@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/notiflow/notiflow/lib/mysqlx"
 	"github.com/notiflow/notiflow/lib/testkit"
 	"github.com/notiflow/notiflow/services/sink/internal/domain"
@@ -110,7 +111,8 @@ func toStored(r domain.Row) stored {
 // It runs twice: with interpolated statements of random sizes, and with
 // every batch but the last of Options.PreparedRows rows, so that they go
 // through the prepared statement (binary protocol) and its duplicate-key
-// fallback.
+// fallback; on one connection, whose counters show that the statement was
+// prepared once and executed for every full batch.
 func TestUpsertAppliesMerge(t *testing.T) {
 	t.Parallel()
 	t.Run("interpolated", func(t *testing.T) {
@@ -119,13 +121,56 @@ func TestUpsertAppliesMerge(t *testing.T) {
 	})
 	t.Run("prepared", func(t *testing.T) {
 		t.Parallel()
-		testUpsertAppliesMerge(t, openStoreWith(t, Options{MaxConns: 4, PreparedRows: 7}), 7)
+		s := openStoreWith(t, Options{MaxConns: 1, PreparedRows: 7})
+		before := stmtCounters(t, s)
+		full := testUpsertAppliesMerge(t, s, 7)
+		after := stmtCounters(t, s)
+		if d := after.prepare - before.prepare; d != 1 {
+			t.Errorf("the server prepared %d statements, want 1", d)
+		}
+		if d := after.execute - before.execute; d < full {
+			t.Errorf("the server executed %d prepared statements for %d full batches", d, full)
+		}
 	})
 }
 
+// counters are a session's prepared-statement counters.
+type counters struct{ prepare, execute, longData int }
+
+// stmtCounters reads the prepared-statement counters of the session of a
+// store opened with MaxConns 1 (its only connection).
+func stmtCounters(t *testing.T, s *Store) counters {
+	t.Helper()
+	rows, err := s.DB().Query(`SHOW SESSION STATUS WHERE Variable_name IN ('Com_stmt_prepare', 'Com_stmt_execute', 'Com_stmt_send_long_data')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var c counters
+	for rows.Next() {
+		var name string
+		var v int
+		if err := rows.Scan(&name, &v); err != nil {
+			t.Fatal(err)
+		}
+		switch name {
+		case "Com_stmt_prepare":
+			c.prepare = v
+		case "Com_stmt_execute":
+			c.execute = v
+		case "Com_stmt_send_long_data":
+			c.longData = v
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // testUpsertAppliesMerge writes batches of size rows (random sizes when
-// size is 0).
-func testUpsertAppliesMerge(t *testing.T, s *Store, size int) {
+// size is 0) and returns how many batches had size rows.
+func testUpsertAppliesMerge(t *testing.T, s *Store, size int) int {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))
 	statuses := []domain.Status{domain.StatusDelivered, domain.StatusFailed, domain.StatusRateLimited, domain.StatusCancelled}
@@ -187,18 +232,23 @@ func testUpsertAppliesMerge(t *testing.T, s *Store, size int) {
 			t.Errorf("%s: got %+v\nwant %+v", id, g, toStored(w))
 		}
 	}
+	return full
 }
 
 // TestUpsertStoresEveryColumnAsGiven writes the same rows, edge values
 // included (a target id above MaxInt64, microsecond times, no run, 4-byte
 // UTF-8, empty strings, a long body), once interpolated and once through
 // the prepared statement (binary protocol), and reads every column back:
-// both must store exactly what they were given.
+// both must store exactly what they were given. A third case writes them
+// in a prepared batch of 200 rows, where the driver sends the long body
+// apart from the statement's other values (COM_STMT_SEND_LONG_DATA: a
+// value longer than max_allowed_packet / (placeholders + 1)).
 func TestUpsertStoresEveryColumnAsGiven(t *testing.T) {
 	t.Parallel()
-	mk := func() []domain.Row {
+	const longBody = 6000
+	mk := func(n int) []domain.Row {
 		var rs []*domain.Result
-		for i := range 5 {
+		for i := range n {
 			r := result(fmt.Sprintf("col-%d", i), domain.StatusDelivered, i)
 			r.OccurrenceAt = base.Add(time.Duration(i)*time.Hour + 123456*time.Microsecond)
 			r.DueAt = r.OccurrenceAt.Add(-time.Microsecond)
@@ -209,7 +259,7 @@ func TestUpsertStoresEveryColumnAsGiven(t *testing.T) {
 				r.TargetID = math.MaxUint64 - 7
 			case 1:
 				r.RunID = ""
-				r.Body = "📦 shipped — ünïcödé " + strings.Repeat("x", 6000)
+				r.Body = "📦 shipped — ünïcödé " + strings.Repeat("x", longBody)
 			case 2:
 				r.Error, r.TemplateVersion, r.RecipientID = "", "", "r"
 				r.ProviderCode = -1
@@ -223,19 +273,39 @@ func TestUpsertStoresEveryColumnAsGiven(t *testing.T) {
 		}
 		return rows
 	}
-	want := mk()
 	for _, tc := range []struct {
-		name string
-		opt  Options
+		name     string
+		rows     int
+		opt      Options
+		longData bool
 	}{
-		{"interpolated", Options{MaxConns: 2}},
-		{"prepared", Options{MaxConns: 2, PreparedRows: len(want)}},
+		{"interpolated", 5, Options{MaxConns: 1}, false},
+		{"prepared", 5, Options{MaxConns: 1, PreparedRows: 5}, false},
+		{"prepared with long data", 200, Options{MaxConns: 1, PreparedRows: 200}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := openStoreWith(t, tc.opt)
-			if err := s.Upsert(context.Background(), mk()); err != nil {
+			if tc.longData {
+				var packet int
+				if err := s.DB().QueryRow(`SELECT @@max_allowed_packet`).Scan(&packet); err != nil {
+					t.Fatal(err)
+				}
+				if limit := packet / (tc.rows*upsertColumns + 1); longBody < limit {
+					t.Fatalf("a %d-byte body is sent inline under max_allowed_packet %d: the case needs a longer one", longBody, packet)
+				}
+			}
+			before := stmtCounters(t, s)
+			want := mk(tc.rows)
+			if err := s.Upsert(context.Background(), mk(tc.rows)); err != nil {
 				t.Fatal(err)
+			}
+			after := stmtCounters(t, s)
+			if got, wantPrepared := after.execute-before.execute, tc.opt.PreparedRows > 0; (got > 0) != wantPrepared {
+				t.Errorf("%d prepared statements executed, want prepared %v", got, wantPrepared)
+			}
+			if got := after.longData - before.longData; (got > 0) != tc.longData {
+				t.Errorf("%d values sent as long data, want long data %v", got, tc.longData)
 			}
 			got := readAllColumns(t, s.DB())
 			if len(got) != len(want) {
@@ -282,26 +352,25 @@ func readAllColumns(t *testing.T, db *sql.DB) map[string]domain.Row {
 }
 
 // TestUpsertPreparedFallsBackWhenServerRefuses writes a full batch while
-// the server refuses to prepare any statement (max_prepared_stmt_count 0,
-// as when other clients hold the server's whole allowance): the batch is
-// written interpolated, and once the server prepares again so is the next.
-// Not parallel: it changes a global setting of the server for its run.
+// the server refuses to prepare another statement (error 1461, as when
+// other clients hold the server's whole max_prepared_stmt_count): the
+// batch is written interpolated, and the next one prepared again. The
+// refusal is injected: making the real server refuse means lowering a
+// global limit under every other test that shares it.
 func TestUpsertPreparedFallsBackWhenServerRefuses(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	s := openStoreWith(t, Options{MaxConns: 2, PreparedRows: 3})
-	var limit int
-	if err := s.DB().QueryRow(`SELECT @@GLOBAL.max_prepared_stmt_count`).Scan(&limit); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.DB().Exec(`SET GLOBAL max_prepared_stmt_count = 0`); err != nil {
-		t.Fatal(err)
-	}
-	restore := func() {
-		if _, err := s.DB().Exec(`SET GLOBAL max_prepared_stmt_count = ?`, limit); err != nil {
-			t.Fatal(err)
+	s := openStoreWith(t, Options{MaxConns: 1, PreparedRows: 3})
+	prepared := s.execPrepared
+	refusals := 1
+	s.execPrepared = func(ctx context.Context, q string, args []any) error {
+		if refusals > 0 {
+			refusals--
+			return fmt.Errorf("prepare: %w", &mysql.MySQLError{Number: 1461,
+				Message: "Can't create more than max_prepared_stmt_count statements (current value: 0)"})
 		}
+		return prepared(ctx, q, args)
 	}
-	defer restore()
 	batch := func(prefix string) []domain.Row {
 		var rs []*domain.Result
 		for i := range 3 {
@@ -309,21 +378,68 @@ func TestUpsertPreparedFallsBackWhenServerRefuses(t *testing.T) {
 		}
 		return domain.Collapse(rs)
 	}
+	before := stmtCounters(t, s)
 	if err := s.Upsert(ctx, batch("refused")); err != nil {
 		t.Fatalf("upsert while the server refuses to prepare: %v", err)
 	}
-	restore()
+	if n := len(readRows(t, s.DB())); n != 3 {
+		t.Fatalf("%d rows after the refused prepare, want 3", n)
+	}
+	if c := stmtCounters(t, s); c.execute != before.execute {
+		t.Fatalf("%d prepared statements executed while the server refused", c.execute-before.execute)
+	}
 	if err := s.Upsert(ctx, batch("allowed")); err != nil {
 		t.Fatalf("upsert once the server prepares again: %v", err)
+	}
+	if c := stmtCounters(t, s); c.execute-before.execute != 1 {
+		t.Fatalf("%d prepared statements executed once the server prepares again, want 1", c.execute-before.execute)
 	}
 	if n := len(readRows(t, s.DB())); n != 6 {
 		t.Fatalf("%d rows, want 6", n)
 	}
 }
 
+// TestOpenPreparesOnlyWhatFits: a row count whose INSERT would need more
+// placeholders than a prepared statement can have is written
+// interpolated, never prepared.
+func TestOpenPreparesOnlyWhatFits(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		rows     int
+		prepared bool
+	}{{0, false}, {maxPlaceholders / upsertColumns, true}, {maxPlaceholders/upsertColumns + 1, false}} {
+		s, err := Open(context.Background(), testkit.MySQLDSN(t), Options{MaxConns: 1, PreparedRows: tc.rows})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.execPrepared != nil; got != tc.prepared {
+			t.Errorf("PreparedRows %d: prepared %v, want %v", tc.rows, got, tc.prepared)
+		}
+		_ = s.Close()
+	}
+}
+
+// TestUpsertRejectsDataThatDoesNotFit: data the table cannot hold is
+// rejected (poison, to be isolated by splitting), interpolated or through
+// the prepared statement, and nothing of the statement is written.
 func TestUpsertRejectsDataThatDoesNotFit(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
+	t.Run("interpolated", func(t *testing.T) {
+		t.Parallel()
+		testUpsertRejects(t, openStore(t))
+	})
+	t.Run("prepared", func(t *testing.T) {
+		t.Parallel()
+		s := openStoreWith(t, Options{MaxConns: 1, PreparedRows: 2})
+		before := stmtCounters(t, s)
+		testUpsertRejects(t, s)
+		if c := stmtCounters(t, s); c.execute-before.execute != 3 {
+			t.Errorf("%d prepared statements executed, want 3", c.execute-before.execute)
+		}
+	})
+}
+
+func testUpsertRejects(t *testing.T, s *Store) {
 	ctx := context.Background()
 	tests := []struct {
 		name string
