@@ -1,9 +1,10 @@
 package testkit
 
 import (
+	"context"
+	"database/sql"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -22,26 +23,6 @@ func ProcessCPUSeconds(pid int) float64 {
 	}
 	_, cpu := parseStat(string(b))
 	return cpu
-}
-
-// ProcessByName returns the id of a running process whose command name
-// (/proc/<pid>/stat) is one of names, or 0 when none runs here.
-func ProcessByName(names ...string) int {
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, p := range stats {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		name, _ := parseStat(string(b))
-		for _, n := range names {
-			if name == n {
-				pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
-				return pid
-			}
-		}
-	}
-	return 0
 }
 
 // parseStat returns the command name and the user+system CPU seconds of a
@@ -65,11 +46,48 @@ func parseStat(s string) (name string, cpu float64) {
 	return s[open+1 : end], (ut + st) / ClockTicks
 }
 
-// MySQLServerCPU returns the CPU time (user + system) the local MariaDB or
-// MySQL server has used so far, or -1 when none runs on this machine: a
-// benchmark's measure of the database's cost of its work.
-func MySQLServerCPU() time.Duration {
-	sec := ProcessCPUSeconds(ProcessByName("mariadbd", "mysqld"))
+// MySQLServer is the process of a MariaDB or MySQL server running on this
+// machine, for a benchmark's measure of the database's cost of its work.
+// The zero value is a server that is not local: its CPU is -1.
+type MySQLServer struct{ pid int }
+
+// LocalMySQLServer finds the server db is connected to, when it runs on
+// this machine: the process whose id is in the server's pid file
+// (@@pid_file) and whose command is mariadbd or mysqld. Another server on
+// the machine (a container's, say) is never taken for it.
+func LocalMySQLServer(ctx context.Context, db *sql.DB) MySQLServer {
+	var file string
+	if err := db.QueryRowContext(ctx, `SELECT @@pid_file`).Scan(&file); err != nil {
+		return MySQLServer{}
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return MySQLServer{}
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return MySQLServer{}
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return MySQLServer{}
+	}
+	if name, _ := parseStat(string(stat)); name != "mariadbd" && name != "mysqld" {
+		return MySQLServer{}
+	}
+	return MySQLServer{pid: pid}
+}
+
+// Local reports whether the server was found on this machine.
+func (s MySQLServer) Local() bool { return s.pid > 0 }
+
+// CPU returns the CPU time (user + system) the server has used so far, or
+// -1 when it is not local (or has gone).
+func (s MySQLServer) CPU() time.Duration {
+	if s.pid <= 0 {
+		return -1
+	}
+	sec := ProcessCPUSeconds(s.pid)
 	if sec < 0 {
 		return -1
 	}

@@ -1,6 +1,8 @@
 package testkit
 
 import (
+	"context"
+	"database/sql"
 	"os"
 	"path/filepath"
 	"testing"
@@ -37,16 +39,33 @@ func TestParseStatNameWithSpacesAndParens(t *testing.T) {
 	}
 }
 
-func TestProcessByNameFindsThisTest(t *testing.T) {
-	b, err := os.ReadFile("/proc/self/comm")
+// LocalMySQLServer finds the test server's process (it runs here under
+// make test), whose CPU time grows with the work it is given.
+func TestLocalMySQLServerCountsItsCPU(t *testing.T) {
+	ctx := context.Background()
+	db, err := sql.Open("mysql", MySQLDSN(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := string(b[:len(b)-1])
-	if pid := ProcessByName("no-such-process-name", name); pid == 0 {
-		t.Fatalf("ProcessByName(%q) found nothing", name)
+	defer db.Close()
+	srv := LocalMySQLServer(ctx, db)
+	if !srv.Local() {
+		t.Fatal("the local test server was not found from its pid file")
 	}
-	if pid := ProcessByName("no-such-process-name"); pid != 0 {
-		t.Fatalf("ProcessByName of a missing name = %d, want 0", pid)
+	c0 := srv.CPU()
+	if c0 <= 0 {
+		t.Fatalf("server CPU %v, want > 0", c0)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for srv.CPU() == c0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the server's CPU time did not grow with work")
+		}
+		if _, err := db.ExecContext(ctx, `DO BENCHMARK(2000000, MD5('notiflow'))`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c := (MySQLServer{}).CPU(); c != -1 {
+		t.Fatalf("a server not found reports CPU %v, want -1", c)
 	}
 }

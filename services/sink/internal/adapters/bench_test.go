@@ -143,14 +143,15 @@ func BenchmarkUpsert(b *testing.B) {
 					if err := s.Migrate(context.Background()); err != nil {
 						b.Fatal(err)
 					}
+					srv := testkit.LocalMySQLServer(context.Background(), s.DB())
 					b.ResetTimer()
 					for b.Loop() {
-						cpu, server := selfCPU(), testkit.MySQLServerCPU()
+						cpu, server := selfCPU(), srv.CPU()
 						elapsed := writeAll(b, s, batches, conns, mode.fn)
 						b.ReportMetric(float64(n)/elapsed.Seconds(), "rows/s")
 						b.ReportMetric(float64((selfCPU()-cpu).Microseconds())/float64(n), "client-CPU-us/row")
-						if server >= 0 {
-							b.ReportMetric(float64((testkit.MySQLServerCPU()-server).Microseconds())/float64(n), "server-CPU-us/row")
+						if srv.Local() {
+							b.ReportMetric(float64((srv.CPU()-server).Microseconds())/float64(n), "server-CPU-us/row")
 						}
 						truncate(b, s.db)
 					}
