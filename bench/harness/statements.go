@@ -27,27 +27,42 @@ type StatementLog struct {
 		long           float64
 		on             bool
 	}
+	// truncate: mysql.slow_log held no one else's entries (the server did
+	// not log to the table), so Start and Restore empty it.
+	truncate bool
 }
 
-// StartStatementLog saves the server's log settings, empties
-// mysql.slow_log, sets the threshold to 0 s and the filter to nothing (by
-// default MariaDB logs only statements that scan, sort or use temporary
-// tables) and turns the log on. database is the only database Summary
-// reports. Call Restore after.
+// StartStatementLog saves the server's log settings, sets the threshold
+// to 0 s and the filter to nothing (by default MariaDB logs only
+// statements that scan, sort or use temporary tables), the output to the
+// table mysql.slow_log, and turns the log on. It empties mysql.slow_log
+// first unless the server already logged to the table (an operator's
+// entries stay; Summary reads only its database and window). database is
+// the only database Summary reports. Call Restore after. It refuses to
+// start when the log already runs with a threshold of 0 s: another
+// statement log is on, or one was killed before restoring, and saving
+// those settings would keep them for good.
 func StartStatementLog(ctx context.Context, db *sql.DB, database string) (*StatementLog, error) {
 	l := &StatementLog{db: db, database: database}
 	if err := db.QueryRowContext(ctx, `SELECT @@GLOBAL.log_output, @@GLOBAL.log_slow_filter, @@GLOBAL.long_query_time, @@GLOBAL.slow_query_log`).
 		Scan(&l.saved.output, &l.saved.filter, &l.saved.long, &l.saved.on); err != nil {
 		return nil, fmt.Errorf("read the slow log settings: %w", err)
 	}
-	for _, q := range []string{
-		`SET GLOBAL slow_query_log = OFF`,
-		`TRUNCATE TABLE mysql.slow_log`,
+	if l.saved.on && l.saved.long == 0 {
+		return nil, fmt.Errorf("start the statement log: the server already logs every statement (another profiled run, or one killed before it restored the settings); " +
+			"if none runs, restore them with SET GLOBAL slow_query_log = OFF, long_query_time = 10, log_slow_filter = DEFAULT, log_output = 'FILE'")
+	}
+	l.truncate = !strings.Contains(strings.ToUpper(l.saved.output), "TABLE")
+	stmts := []string{`SET GLOBAL slow_query_log = OFF`}
+	if l.truncate {
+		stmts = append(stmts, `TRUNCATE TABLE mysql.slow_log`)
+	}
+	for _, q := range append(stmts,
 		`SET GLOBAL log_output = 'TABLE'`,
 		`SET GLOBAL long_query_time = 0`,
 		`SET GLOBAL log_slow_filter = ''`,
 		`SET GLOBAL slow_query_log = ON`,
-	} {
+	) {
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			_ = l.Restore(context.WithoutCancel(ctx))
 			return nil, fmt.Errorf("start the statement log (%s): %w", q, err)
@@ -56,7 +71,8 @@ func StartStatementLog(ctx context.Context, db *sql.DB, database string) (*State
 	return l, nil
 }
 
-// Restore puts the saved settings back and empties mysql.slow_log.
+// Restore puts the saved settings back and empties mysql.slow_log when
+// Start did.
 func (l *StatementLog) Restore(ctx context.Context) error {
 	var errs []string
 	for _, q := range []struct {
@@ -66,10 +82,13 @@ func (l *StatementLog) Restore(ctx context.Context) error {
 		{`SET GLOBAL slow_query_log = OFF`, nil},
 		{`SET GLOBAL long_query_time = ?`, []any{l.saved.long}},
 		{`SET GLOBAL log_slow_filter = ?`, []any{l.saved.filter}},
-		{`TRUNCATE TABLE mysql.slow_log`, nil},
+		{`TRUNCATE TABLE mysql.slow_log`, nil}, // only when Start emptied it
 		{`SET GLOBAL log_output = ?`, []any{l.saved.output}},
 		{`SET GLOBAL slow_query_log = ?`, []any{map[bool]string{true: "ON", false: "OFF"}[l.saved.on]}},
 	} {
+		if strings.HasPrefix(q.sql, "TRUNCATE") && !l.truncate {
+			continue
+		}
 		if _, err := l.db.ExecContext(ctx, q.sql, q.args...); err != nil {
 			errs = append(errs, fmt.Sprintf("%s: %v", q.sql, err))
 		}

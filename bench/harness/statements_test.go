@@ -28,9 +28,12 @@ func TestNormalizeStatement(t *testing.T) {
 }
 
 // The statement log sums, by shape, the statements that a session opened
-// after it started runs in its database within the window, and Restore
-// puts the server's settings back. Not parallel: it changes the server's
-// global log settings for its run.
+// after it started runs in its database within the window, refuses a
+// second start while it runs, and Restore puts the server's settings
+// back. Not parallel: it changes the server's global log settings for its
+// run (tens of milliseconds). A session another package's test opens in
+// that window logs its statements too: slower for that session, never
+// different results.
 func TestStatementLogSumsAWindowByShape(t *testing.T) {
 	ctx := context.Background()
 	deps := LocalDeps()
@@ -59,6 +62,9 @@ func TestStatementLogSumsAWindowByShape(t *testing.T) {
 			_ = log.Restore(context.Background())
 		}
 	})
+	if _, err := StartStatementLog(ctx, admin, iso.Database); err == nil || !strings.Contains(err.Error(), "already logs every statement") {
+		t.Fatalf("a second start while the log runs: err = %v, want a refusal", err)
+	}
 
 	db.SetMaxIdleConns(1)
 	exec := func(q string) {
