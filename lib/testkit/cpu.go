@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -53,11 +54,13 @@ type MySQLServer struct{ pid int }
 
 // LocalMySQLServer finds the server db is connected to, when it runs on
 // this machine: the process whose id is in the server's pid file
-// (@@pid_file) and whose command is mariadbd or mysqld. Another server on
-// the machine (a container's, say) is never taken for it.
+// (@@pid_file), whose command is mariadbd or mysqld and whose working
+// directory is the server's data directory (@@datadir; the server works
+// there). A server elsewhere, or in a container whose paths differ from
+// this machine's, is not found: its CPU is then -1.
 func LocalMySQLServer(ctx context.Context, db *sql.DB) MySQLServer {
-	var file string
-	if err := db.QueryRowContext(ctx, `SELECT @@pid_file`).Scan(&file); err != nil {
+	var file, datadir string
+	if err := db.QueryRowContext(ctx, `SELECT @@pid_file, @@datadir`).Scan(&file, &datadir); err != nil {
 		return MySQLServer{}
 	}
 	b, err := os.ReadFile(file)
@@ -73,6 +76,9 @@ func LocalMySQLServer(ctx context.Context, db *sql.DB) MySQLServer {
 		return MySQLServer{}
 	}
 	if name, _ := parseStat(string(stat)); name != "mariadbd" && name != "mysqld" {
+		return MySQLServer{}
+	}
+	if cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid)); err != nil || filepath.Clean(cwd) != filepath.Clean(datadir) {
 		return MySQLServer{}
 	}
 	return MySQLServer{pid: pid}

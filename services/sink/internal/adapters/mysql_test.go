@@ -356,7 +356,11 @@ func readAllColumns(t *testing.T, db *sql.DB) map[string]domain.Row {
 // other clients hold the server's whole max_prepared_stmt_count): the
 // batch is written interpolated, and the next one prepared again. The
 // refusal is injected: making the real server refuse means lowering a
-// global limit under every other test that shares it.
+// global limit under every other test that shares it. So this test covers
+// what Upsert does with the error, not that a real refusal reaches it as
+// a *mysql.MySQLError through gorm's prepare: the driver returns the
+// server's errors as that type, whichever command (prepare or execute)
+// they answer.
 func TestUpsertPreparedFallsBackWhenServerRefuses(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
