@@ -143,21 +143,67 @@ func BenchmarkUpsert(b *testing.B) {
 					if err := s.Migrate(context.Background()); err != nil {
 						b.Fatal(err)
 					}
-					srv := testkit.LocalMySQLServer(context.Background(), s.DB())
-					b.ResetTimer()
-					for b.Loop() {
-						cpu, server := selfCPU(), srv.CPU()
-						elapsed := writeAll(b, s, batches, conns, mode.fn)
-						b.ReportMetric(float64(n)/elapsed.Seconds(), "rows/s")
-						b.ReportMetric(float64((selfCPU()-cpu).Microseconds())/float64(n), "client-CPU-us/row")
-						if srv.Local() {
-							b.ReportMetric(float64((srv.CPU()-server).Microseconds())/float64(n), "server-CPU-us/row")
-						}
-						truncate(b, s.db)
-					}
+					measureWrites(b, s, batches, conns, mode.fn)
 				})
 			}
 		}
+	}
+}
+
+// measureWrites writes batches with fn on conns connections once per
+// iteration, truncating the table after each, and reports rows/s, the
+// client's CPU per row and, when the server runs here, the server's.
+func measureWrites(b *testing.B, s *Store, batches [][]domain.Row, conns int, fn func(*Store, context.Context, []domain.Row) error) {
+	n := 0
+	for _, rows := range batches {
+		n += len(rows)
+	}
+	srv := testkit.LocalMySQLServer(context.Background(), s.DB())
+	b.ResetTimer()
+	for b.Loop() {
+		cpu, server := selfCPU(), srv.CPU()
+		elapsed := writeAll(b, s, batches, conns, fn)
+		b.ReportMetric(float64(n)/elapsed.Seconds(), "rows/s")
+		b.ReportMetric(float64((selfCPU()-cpu).Microseconds())/float64(n), "client-CPU-us/row")
+		if srv.Local() {
+			b.ReportMetric(float64((srv.CPU()-server).Microseconds())/float64(n), "server-CPU-us/row")
+		}
+		truncate(b, s.db)
+	}
+}
+
+// BenchmarkUpsertSchemaCost is what each part of the notifications
+// table's write path costs the sink's write (full 200-row batches through
+// the prepared statement, two connections, sim rows): the table as
+// migrated, and the same table without one of its secondary indexes or
+// without the inbox counter's insert trigger (which runs for every row,
+// whatever its channel). Run with -benchtime=1x; alternate -count runs.
+func BenchmarkUpsertSchemaCost(b *testing.B) {
+	n := benchRows()
+	batches := benchBatches(n, 200)
+	for _, tc := range []struct{ name, drop string }{
+		{"as-migrated", ""},
+		{"without-unique-notification-id", "ALTER TABLE notifications DROP INDEX uq_notifications_notification"},
+		{"without-recipient-index", "ALTER TABLE notifications DROP INDEX idx_notifications_recipient"},
+		{"without-inbox-index", "ALTER TABLE notifications DROP INDEX idx_notifications_inbox"},
+		{"without-inbox-trigger", "DROP TRIGGER notifications_inbox_insert"},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			s, err := Open(context.Background(), testkit.MySQLDSN(b), Options{MaxConns: 2, PreparedRows: 200})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			if err := s.Migrate(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			if tc.drop != "" {
+				if _, err := s.DB().Exec(tc.drop); err != nil {
+					b.Fatalf("%s: %v", tc.drop, err)
+				}
+			}
+			measureWrites(b, s, batches, 2, (*Store).Upsert)
+		})
 	}
 }
 
