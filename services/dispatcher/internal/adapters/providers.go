@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/notiflow/notiflow/lib/consume"
@@ -40,23 +41,57 @@ type Sim struct {
 	Recorder    SimRecorder
 	// Backoff bounds the waits while the send cannot be recorded.
 	BackoffMin, BackoffMax time.Duration
+
+	// last is the most recent params holding a latency override and the
+	// latency they give: a benchmark run's records all carry the same
+	// params, so each is decoded once, not once a record.
+	last atomic.Pointer[simParams]
+}
+
+// simParams is a record's params and the latency they give.
+type simParams struct {
+	raw string
+	lat time.Duration
+	ok  bool // the params override the latency
 }
 
 // simLatencyParam is the per-record latency override.
 var simLatencyParam = []byte(`"_sim_latency_ms"`)
 
+// latency is how long a send of a record with params waits: the
+// params' _sim_latency_ms when it is a number ≥ 0, else s.Latency.
+func (s *Sim) latency(params []byte) time.Duration {
+	if !bytes.Contains(params, simLatencyParam) {
+		return s.Latency
+	}
+	p := s.last.Load()
+	if p == nil || p.raw != string(params) {
+		p = &simParams{raw: string(params)}
+		p.lat, p.ok = parseSimLatency(params)
+		s.last.Store(p)
+	}
+	if !p.ok {
+		return s.Latency
+	}
+	return p.lat
+}
+
+// parseSimLatency decodes params' _sim_latency_ms; ok is false when the
+// params are not a JSON object or the value is not a number ≥ 0.
+func parseSimLatency(params []byte) (lat time.Duration, ok bool) {
+	var p struct {
+		Ms *float64 `json:"_sim_latency_ms"`
+	}
+	if json.Unmarshal(params, &p) != nil || p.Ms == nil || *p.Ms < 0 {
+		return 0, false
+	}
+	return time.Duration(*p.Ms * float64(time.Millisecond)), true
+}
+
 // Send simulates one provider call. It returns an error only when ctx ended
 // before the send was recorded.
 func (s *Sim) Send(ctx context.Context, due *notiflowv1.NotificationDue, _ string) (domain.Outcome, error) {
-	lat := s.Latency
-	if bytes.Contains(due.ParamsJson, simLatencyParam) {
-		var p struct {
-			Ms *float64 `json:"_sim_latency_ms"`
-		}
-		if json.Unmarshal(due.ParamsJson, &p) == nil && p.Ms != nil && *p.Ms >= 0 {
-			lat = time.Duration(*p.Ms * float64(time.Millisecond))
-		}
-	}
+	lat := s.latency(due.ParamsJson)
 	if lat > 0 {
 		t := time.NewTimer(lat)
 		select {

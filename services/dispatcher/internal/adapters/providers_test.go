@@ -55,3 +55,65 @@ func TestSim(t *testing.T) {
 		t.Fatalf("inbox: %+v", out)
 	}
 }
+
+// Each record's latency comes from its own params, whatever the params
+// of the record before (the decoded params are cached), also under
+// concurrent use.
+func TestSimLatencyFollowsEachRecordsParams(t *testing.T) {
+	t.Parallel()
+	s := &Sim{Latency: 5 * time.Millisecond}
+	cases := []struct {
+		params string
+		want   time.Duration
+	}{
+		{`{"_sim_latency_ms":30}`, 30 * time.Millisecond},
+		{`{"_sim_latency_ms":30}`, 30 * time.Millisecond},
+		{`{"name":"x"}`, 5 * time.Millisecond},
+		{`{"_sim_latency_ms":0.5}`, 500 * time.Microsecond},
+		{`{"_sim_latency_ms":-1}`, 5 * time.Millisecond},
+		{`{"_sim_latency_ms":"7"}`, 5 * time.Millisecond},
+		{`{"_sim_latency_ms":0}`, 0},
+		{`{"_sim_latency_ms":`, 5 * time.Millisecond},
+		{`{"_sim_latency_ms":30}`, 30 * time.Millisecond},
+		{``, 5 * time.Millisecond},
+	}
+	for _, tc := range cases {
+		if got := s.latency([]byte(tc.params)); got != tc.want {
+			t.Errorf("latency(%s) = %s, want %s", tc.params, got, tc.want)
+		}
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 2000 {
+				tc := cases[(g+i)%len(cases)]
+				if got := s.latency([]byte(tc.params)); got != tc.want {
+					t.Errorf("concurrent latency(%s) = %s, want %s", tc.params, got, tc.want)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// BenchmarkSimLatency: a benchmark run's record params decoded for every
+// record (decode) against the cached decoding Send uses (cached).
+func BenchmarkSimLatency(b *testing.B) {
+	params := []byte(`{"_sim_latency_ms":2}`)
+	b.Run("decode", func(b *testing.B) {
+		for b.Loop() {
+			if _, ok := parseSimLatency(params); !ok {
+				b.Fatal("not decoded")
+			}
+		}
+	})
+	b.Run("cached", func(b *testing.B) {
+		s := &Sim{}
+		for b.Loop() {
+			if s.latency(params) != 2*time.Millisecond {
+				b.Fatal("wrong latency")
+			}
+		}
+	})
+}
