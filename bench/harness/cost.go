@@ -1,6 +1,8 @@
 package harness
 
 import (
+	"github.com/notiflow/notiflow/lib/testkit"
+
 	"context"
 	"database/sql"
 	"fmt"
@@ -37,7 +39,7 @@ type CostSnapshot struct {
 func TakeCostSnapshot(ctx context.Context, pids map[string]int, db *sql.DB) (CostSnapshot, error) {
 	s := CostSnapshot{At: time.Now(), CPU: map[string]float64{}, Rows: map[string]int64{}}
 	for name, pid := range pids {
-		if v := CPUSeconds(pid); v >= 0 {
+		if v := testkit.ProcessCPUSeconds(pid); v >= 0 {
 			s.CPU[name] = v
 		}
 	}

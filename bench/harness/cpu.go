@@ -9,9 +9,6 @@ import (
 	"github.com/notiflow/notiflow/lib/testkit"
 )
 
-// CPUSeconds returns the user+system CPU time pid has used so far, or -1.
-func CPUSeconds(pid int) float64 { return testkit.ProcessCPUSeconds(pid) }
-
 // Pid returns the process id of a running Proc, or 0.
 func (p *Proc) Pid() int {
 	run := p.current()
@@ -49,7 +46,7 @@ type CPUMeter struct {
 func StartCPUMeter(pids map[string]int) *CPUMeter {
 	m := &CPUMeter{pids: pids, start: map[string]float64{}}
 	for name, pid := range pids {
-		m.start[name] = CPUSeconds(pid)
+		m.start[name] = testkit.ProcessCPUSeconds(pid)
 	}
 	return m
 }
@@ -58,7 +55,7 @@ func StartCPUMeter(pids map[string]int) *CPUMeter {
 func (m *CPUMeter) Stop() map[string]float64 {
 	out := map[string]float64{}
 	for name, pid := range m.pids {
-		if now := CPUSeconds(pid); now >= 0 && m.start[name] >= 0 {
+		if now := testkit.ProcessCPUSeconds(pid); now >= 0 && m.start[name] >= 0 {
 			out[name] = float64(int((now-m.start[name])*100)) / 100
 		}
 	}

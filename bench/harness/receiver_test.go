@@ -73,7 +73,7 @@ func TestStartReceiver(t *testing.T) {
 	if s.Calls != 2 || s.Distinct != 1 || s.BadSignatures != 1 || s.Duplicates != 0 || s.MissingIdempotencyKey != 0 {
 		t.Fatalf("stats = %+v", s)
 	}
-	if harness.CPUSeconds(proc.Pid()) < 0 {
+	if testkit.ProcessCPUSeconds(proc.Pid()) < 0 {
 		t.Fatalf("CPU of the receiver's pid %d not readable", proc.Pid())
 	}
 	proc.Stop(10 * time.Second)

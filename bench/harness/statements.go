@@ -74,21 +74,23 @@ func StartStatementLog(ctx context.Context, db *sql.DB, database string) (*State
 // Restore puts the saved settings back and empties mysql.slow_log when
 // Start did.
 func (l *StatementLog) Restore(ctx context.Context) error {
-	var errs []string
-	for _, q := range []struct {
+	type stmt struct {
 		sql  string
 		args []any
-	}{
+	}
+	stmts := []stmt{
 		{`SET GLOBAL slow_query_log = OFF`, nil},
 		{`SET GLOBAL long_query_time = ?`, []any{l.saved.long}},
 		{`SET GLOBAL log_slow_filter = ?`, []any{l.saved.filter}},
-		{`TRUNCATE TABLE mysql.slow_log`, nil}, // only when Start emptied it
-		{`SET GLOBAL log_output = ?`, []any{l.saved.output}},
-		{`SET GLOBAL slow_query_log = ?`, []any{map[bool]string{true: "ON", false: "OFF"}[l.saved.on]}},
-	} {
-		if strings.HasPrefix(q.sql, "TRUNCATE") && !l.truncate {
-			continue
-		}
+	}
+	if l.truncate {
+		stmts = append(stmts, stmt{`TRUNCATE TABLE mysql.slow_log`, nil})
+	}
+	stmts = append(stmts,
+		stmt{`SET GLOBAL log_output = ?`, []any{l.saved.output}},
+		stmt{`SET GLOBAL slow_query_log = ?`, []any{map[bool]string{true: "ON", false: "OFF"}[l.saved.on]}})
+	var errs []string
+	for _, q := range stmts {
 		if _, err := l.db.ExecContext(ctx, q.sql, q.args...); err != nil {
 			errs = append(errs, fmt.Sprintf("%s: %v", q.sql, err))
 		}
