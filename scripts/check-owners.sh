@@ -8,7 +8,7 @@
 #    iterations); production code and every other module's tests may not;
 #  - any tracked file outside the sink's migrations
 #    (services/sink/notifications/migrations.go) creates or alters the
-#    notifications table: one definition, no copy to drift. The one
+#    notifications or inbox_entries table: one definition, no copy to drift. The one
 #    exception is the sink's write benchmark
 #    (services/sink/internal/adapters/bench_test.go), which drops one part
 #    of a migrated scratch table at a time to measure what that part costs.
@@ -24,7 +24,7 @@ notifications_bench='^services/sink/internal/adapters/bench_test\.go$'
 
 verbs='(INSERT([[:space:]]+IGNORE)?([[:space:]]+INTO)?|REPLACE([[:space:]]+INTO)?|UPDATE|DELETE([[:space:]]+[[:alnum:]_]+)?[[:space:]]+FROM|(CREATE|ALTER|DROP|TRUNCATE)[[:space:]]+TABLE([[:space:]]+IF[[:space:]]+(NOT[[:space:]]+)?EXISTS)?)'
 targets_re="${verbs}[[:space:]]+\`?(notification_targets|target_due|templates)\`?([^[:alnum:]_]|\$)"
-notifications_re='(CREATE|ALTER)[[:space:]]+TABLE([[:space:]]+IF[[:space:]]+NOT[[:space:]]+EXISTS)?[[:space:]]+`?notifications`?([^[:alnum:]_]|$)'
+notifications_re='(CREATE|ALTER)[[:space:]]+TABLE([[:space:]]+IF[[:space:]]+NOT[[:space:]]+EXISTS)?[[:space:]]+`?(notifications|inbox_entries)`?([^[:alnum:]_]|$)'
 
 fail=0
 while IFS= read -r hit; do
@@ -45,6 +45,6 @@ while IFS= read -r hit; do
 	nfail=1
 done < <(git ls-files --cached --others --exclude-standard | grep -v '^scripts/check-owners\.sh$' | xargs -r grep -nEiIH "$notifications_re" || true)
 if [ "$nfail" -ne 0 ]; then
-	echo "^ the notifications table is defined once, in services/sink/notifications/migrations.go: apply those migrations (notifications.Migrate)"
+	echo "^ the notifications and inbox_entries tables are defined once, in services/sink/notifications/migrations.go: apply those migrations (notifications.Migrate)"
 fi
 exit $((fail | nfail))

@@ -11,7 +11,7 @@ import (
 
 // InboxCursor is a position in a recipient's inbox: newest first by
 // arrival (persisted_at), then by the occurrence (target id, occurrence
-// time), the order of idx_notifications_inbox read backwards.
+// time), the order of inbox_entries' recipient index read backwards.
 type InboxCursor struct {
 	PersistedAt  time.Time
 	TargetID     uint64
@@ -19,16 +19,25 @@ type InboxCursor struct {
 }
 
 // cond is the condition "strictly after c in inbox order" (that is,
-// older); orEqual includes c itself.
+// older) on inbox_entries' columns; orEqual includes c itself.
 func (c InboxCursor) cond(orEqual bool) (string, []any) {
 	p, o := c.PersistedAt.UTC(), c.OccurrenceAt.UTC()
 	cmp := "<"
 	if orEqual {
 		cmp = "<="
 	}
-	return `persisted_at <= ? AND (persisted_at < ? OR target_id < ? OR (target_id = ? AND occurrence_at ` + cmp + ` ?))`,
+	return `e.persisted_at <= ? AND (e.persisted_at < ? OR e.target_id < ? OR (e.target_id = ? AND e.occurrence_at ` + cmp + ` ?))`,
 		[]any{p, p, c.TargetID, c.TargetID, o}
 }
+
+// inboxColumns selects what selectColumns does for inbox rows, reading
+// inbox_entries (alias e) by its recipient index and each entry's
+// notification (n) by primary key; the arrival time and read state are
+// the entry's.
+const inboxColumns = `SELECT n.notification_id, n.target_id, n.recipient_id, n.channel, n.template_id, n.template_version,
+	n.status, n.attempts, n.provider_code, n.error, n.occurrence_at, n.due_at, n.dispatched_at, e.persisted_at, e.read_at
+	FROM inbox_entries e FORCE INDEX (idx_inbox_entries_recipient)
+	JOIN notifications n ON n.target_id = e.target_id AND n.occurrence_at = e.occurrence_at `
 
 // InboxQuery selects a page of one recipient's inbox.
 type InboxQuery struct {
@@ -39,21 +48,22 @@ type InboxQuery struct {
 }
 
 // Inbox returns up to q.Limit rows of q.RecipientID's inbox (channel
-// inbox), newest first: one backward range read of
-// idx_notifications_inbox. UnreadOnly filters that range, so a page of
-// unread rows reads past the read rows newer than them.
+// inbox), newest first: one backward range read of inbox_entries'
+// recipient index, and a primary-key read of each entry's notification.
+// UnreadOnly filters that range, so a page of unread rows reads past the
+// read rows newer than them.
 func (r *Reader) Inbox(ctx context.Context, q InboxQuery) (Page[InboxCursor], error) {
-	where := []string{"recipient_id = ?", "channel = ?"}
-	args := []any{q.RecipientID, ChannelInbox}
+	where := []string{"e.recipient_id = ?"}
+	args := []any{q.RecipientID}
 	if q.UnreadOnly {
-		where = append(where, "read_at IS NULL")
+		where = append(where, "e.read_at IS NULL")
 	}
 	if q.After != nil {
 		c, a := q.After.cond(false)
 		where, args = append(where, c), append(args, a...)
 	}
-	stmt := selectColumns + `FORCE INDEX (idx_notifications_inbox) WHERE ` + strings.Join(where, " AND ") +
-		` ORDER BY persisted_at DESC, target_id DESC, occurrence_at DESC LIMIT ?`
+	stmt := inboxColumns + `WHERE ` + strings.Join(where, " AND ") +
+		` ORDER BY e.persisted_at DESC, e.target_id DESC, e.occurrence_at DESC LIMIT ?`
 	items, err := r.query(ctx, "read inbox", stmt, append(args, q.Limit+1)...)
 	if err != nil {
 		return Page[InboxCursor]{}, err
@@ -86,33 +96,34 @@ func (r *Reader) MarkRead(ctx context.Context, recipient string, ids []string, n
 	if len(ids) == 0 {
 		return 0, nil
 	}
-	args := []any{now.UTC(), recipient, ChannelInbox}
+	args := []any{now.UTC(), recipient}
 	for _, id := range ids {
 		args = append(args, id)
 	}
 	in := strings.Repeat(",?", len(ids))[1:]
-	return r.markRead(ctx, `UPDATE notifications SET read_at = ? WHERE recipient_id = ? AND channel = ?
-		AND read_at IS NULL AND notification_id IN (`+in+`)`, args)
+	return r.markRead(ctx, `UPDATE inbox_entries e JOIN notifications n ON n.target_id = e.target_id AND n.occurrence_at = e.occurrence_at
+		SET e.read_at = ? WHERE e.recipient_id = ? AND e.read_at IS NULL AND n.notification_id IN (`+in+`)`, args)
 }
 
 // MarkReadUpTo marks read every unread inbox row of recipient at or after
 // upTo in inbox order (upTo and everything that arrived before it). A row
 // that arrives later has a later persisted_at and stays unread; so does
 // one whose insert began before upTo's and committed after it (a window
-// of one sink statement).
+// of one sink transaction).
 func (r *Reader) MarkReadUpTo(ctx context.Context, recipient string, upTo InboxCursor, now time.Time) (int64, error) {
 	c, a := upTo.cond(true)
-	args := append([]any{now.UTC(), recipient, ChannelInbox}, a...)
-	return r.markRead(ctx, `UPDATE notifications FORCE INDEX (idx_notifications_inbox) SET read_at = ?
-		WHERE recipient_id = ? AND channel = ? AND read_at IS NULL AND `+c, args)
+	args := append([]any{now.UTC(), recipient}, a...)
+	return r.markRead(ctx, `UPDATE inbox_entries e FORCE INDEX (idx_inbox_entries_recipient) SET e.read_at = ?
+		WHERE e.recipient_id = ? AND e.read_at IS NULL AND `+c, args)
 }
 
 // PositionOf returns the inbox position of recipient's inbox row id, or
 // ErrNotFound.
 func (r *Reader) PositionOf(ctx context.Context, recipient, id string) (InboxCursor, error) {
 	var c InboxCursor
-	err := r.db.QueryRowContext(ctx, `SELECT persisted_at, target_id, occurrence_at FROM notifications
-		WHERE notification_id = ? AND recipient_id = ? AND channel = ?`, id, recipient, ChannelInbox).
+	err := r.db.QueryRowContext(ctx, `SELECT e.persisted_at, e.target_id, e.occurrence_at FROM notifications n
+		JOIN inbox_entries e ON e.target_id = n.target_id AND e.occurrence_at = n.occurrence_at
+		WHERE n.notification_id = ? AND e.recipient_id = ?`, id, recipient).
 		Scan(&c.PersistedAt, &c.TargetID, &c.OccurrenceAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return c, ErrNotFound

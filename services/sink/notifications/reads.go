@@ -53,7 +53,10 @@ type Notification struct {
 }
 
 const selectColumns = `SELECT notification_id, target_id, recipient_id, channel, template_id, template_version,
-	status, attempts, provider_code, error, occurrence_at, due_at, dispatched_at, persisted_at, read_at FROM notifications `
+	status, attempts, provider_code, error, occurrence_at, due_at, dispatched_at, persisted_at,
+	IF(channel = 'inbox', (SELECT e.read_at FROM inbox_entries e
+		WHERE e.target_id = notifications.target_id AND e.occurrence_at = notifications.occurrence_at), NULL) AS read_at
+	FROM notifications `
 
 func scanNotification(sc interface{ Scan(...any) error }) (Notification, error) {
 	var n Notification

@@ -44,9 +44,9 @@ func insert(t *testing.T, db *sql.DB, run string, from, to uint64, due time.Time
 	t.Helper()
 	for id := from; id <= to; id++ {
 		if _, err := db.Exec(`INSERT INTO notifications (notification_id, target_id, occurrence_at, recipient_id, sequence, channel,
-			template_id, status, attempts, provider_code, error, body, run_id, due_at, dispatched_at, persisted_at)
-			VALUES (?, ?, ?, 'r', 0, 'sim', 'bench', 'delivered', 1, 200, '', '', ?, ?, ?, ?)`,
-			fmt.Sprintf("%s-%d", run, id), id, due, run, due, due.Add(time.Second), due.Add(2*time.Second)); err != nil {
+			template_id, status, attempts, provider_code, error, body, run_id, due_at, dispatched_at, persisted_at, writer_schema)
+			VALUES (?, ?, ?, 'r', 0, 'sim', 'bench', 'delivered', 1, 200, '', '', ?, ?, ?, ?, ?)`,
+			fmt.Sprintf("%s-%d", run, id), id, due, run, due, due.Add(time.Second), due.Add(2*time.Second), notifications.WriterSchema); err != nil {
 			t.Fatal(err)
 		}
 	}

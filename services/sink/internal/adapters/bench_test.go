@@ -16,6 +16,7 @@ import (
 
 	"github.com/notiflow/notiflow/lib/testkit"
 	"github.com/notiflow/notiflow/services/sink/internal/domain"
+	"github.com/notiflow/notiflow/services/sink/notifications"
 )
 
 // benchRows is how many rows each BenchmarkUpsert case writes
@@ -66,6 +67,7 @@ type notificationModel struct {
 	DispatchedAt   time.Time
 	Duplicates     int
 	FromDuplicate  bool
+	WriterSchema   int
 }
 
 func (notificationModel) TableName() string { return "notifications" }
@@ -85,7 +87,8 @@ func (s *Store) upsertCreate(ctx context.Context, rows []domain.Row) error {
 	ms := make([]notificationModel, len(rows))
 	for i, r := range rows {
 		m := notificationModel{r.NotificationID, r.TargetID, r.OccurrenceAt, r.RecipientID, r.Sequence, r.Channel, r.TemplateID,
-			string(r.Status), r.Attempts, r.ProviderCode, r.Error, r.Body, nil, r.DueAt, r.DispatchedAt, r.Duplicates, r.Provisional}
+			string(r.Status), r.Attempts, r.ProviderCode, r.Error, r.Body, nil, r.DueAt, r.DispatchedAt, r.Duplicates, r.Provisional,
+			notifications.WriterSchema}
 		if r.RunID != "" {
 			m.RunID = &r.RunID
 		}
@@ -175,18 +178,29 @@ func measureWrites(b *testing.B, s *Store, batches [][]domain.Row, conns int, fn
 // BenchmarkUpsertSchemaCost is what each part of the notifications
 // table's write path costs the sink's write (full 200-row batches through
 // the prepared statement, two connections, sim rows): the table as
-// migrated, and the same table without one of its secondary indexes or
-// without the inbox counter's insert trigger (which runs for every row,
-// whatever its channel). Run with -benchtime=1x; alternate -count runs.
+// migrated, the same table without one of its secondary indexes, and the
+// table as schema version 3 had it (an inbox index on every row and the
+// inbox counter's insert trigger, which ran for every row whatever its
+// channel, before inbox rows got their own table). Run with -benchtime=1x;
+// alternate -count runs.
 func BenchmarkUpsertSchemaCost(b *testing.B) {
 	n := benchRows()
 	batches := benchBatches(n, 200)
-	for _, tc := range []struct{ name, drop string }{
-		{"as-migrated", ""},
-		{"without-unique-notification-id", "ALTER TABLE notifications DROP INDEX uq_notifications_notification"},
-		{"without-recipient-index", "ALTER TABLE notifications DROP INDEX idx_notifications_recipient"},
-		{"without-inbox-index", "ALTER TABLE notifications DROP INDEX idx_notifications_inbox"},
-		{"without-inbox-trigger", "DROP TRIGGER notifications_inbox_insert"},
+	for _, tc := range []struct {
+		name   string
+		change []string
+	}{
+		{"as-migrated", nil},
+		{"without-unique-notification-id", []string{"ALTER TABLE notifications DROP INDEX uq_notifications_notification"}},
+		{"without-recipient-index", []string{"ALTER TABLE notifications DROP INDEX idx_notifications_recipient"}},
+		{"with-version-3-inbox-index-and-trigger", []string{
+			"ALTER TABLE notifications ADD INDEX bench_inbox (recipient_id, channel, persisted_at)",
+			`CREATE TRIGGER bench_inbox_insert AFTER INSERT ON notifications FOR EACH ROW
+				IF NEW.channel = 'inbox' THEN
+					INSERT INTO inbox_unread (recipient_id, unread) VALUES (NEW.recipient_id, 1)
+						ON DUPLICATE KEY UPDATE unread = unread + 1;
+				END IF`,
+		}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			s, err := Open(context.Background(), testkit.MySQLDSN(b), Options{MaxConns: 2, PreparedRows: 200})
@@ -197,9 +211,9 @@ func BenchmarkUpsertSchemaCost(b *testing.B) {
 			if err := s.Migrate(context.Background()); err != nil {
 				b.Fatal(err)
 			}
-			if tc.drop != "" {
-				if _, err := s.DB().Exec(tc.drop); err != nil {
-					b.Fatalf("%s: %v", tc.drop, err)
+			for _, q := range tc.change {
+				if _, err := s.DB().Exec(q); err != nil {
+					b.Fatalf("%s: %v", q, err)
 				}
 			}
 			measureWrites(b, s, batches, 2, (*Store).Upsert)

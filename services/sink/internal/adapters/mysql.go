@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/notiflow/notiflow/services/sink/internal/domain"
+	"github.com/notiflow/notiflow/services/sink/notifications"
 )
 
 // strictSQLMode is the session sql_mode: strict, so that a value that does
@@ -146,7 +148,9 @@ func (s *Store) DB() *sql.DB { return s.db }
 
 // Upsert writes rows in one multi-row INSERT, in one autocommit statement
 // (prepared when there are Options.PreparedRows of them),
-// applying domain.Merge on the notification id. It first tries a plain
+// applying domain.Merge on the notification id. Inbox rows also get their
+// inbox entry (notifications.Migrate, inbox_entries): a batch with inbox
+// rows is written in one transaction of two statements, interpolated. It first tries a plain
 // INSERT: in the normal flow every result is new, and the plain INSERT
 // costs MariaDB about a fifth less CPU than INSERT ... ON DUPLICATE KEY
 // UPDATE (measured). When any row already exists the server rejects the
@@ -171,23 +175,68 @@ func (s *Store) Upsert(ctx context.Context, rows []domain.Row) error {
 		args = AppendArgs(args, &rows[i])
 	}
 	q := s.statements(len(rows))
+	entries := inboxEntryArgs(rows)
 	var err error
-	prepared := s.execPrepared != nil && len(rows) == s.preparedRows
-	if prepared {
-		err = s.execPrepared(ctx, q.insert, args)
-	}
-	if !prepared || isPreparedLimit(err) {
-		// Not the prepared size, or the server refuses another prepared
-		// statement (max_prepared_stmt_count): interpolated.
-		err = s.gdb.WithContext(ctx).Exec(q.insert, args...).Error
-	}
-	if isDuplicateKey(err) {
-		err = s.gdb.WithContext(ctx).Exec(q.upsert, args...).Error
+	if len(entries) > 0 {
+		err = s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			return s.write(tx, q, args, -1, entries)
+		})
+	} else {
+		err = s.write(s.gdb.WithContext(ctx), q, args, len(rows), nil)
 	}
 	if err != nil {
 		return classify(fmt.Errorf("upsert %d notification row(s): %w", len(rows), err))
 	}
 	return nil
+}
+
+// write runs q's plain INSERT on db (prepared when rows is the prepared
+// size), the merging statement when a row exists already, then the inbox
+// entries' INSERT when there are entries (db is then a transaction).
+func (s *Store) write(db *gorm.DB, q statementPair, args []any, rows int, entries []any) error {
+	var err error
+	prepared := s.execPrepared != nil && rows == s.preparedRows
+	if prepared {
+		err = s.execPrepared(db.Statement.Context, q.insert, args)
+	}
+	if !prepared || isPreparedLimit(err) {
+		// Not the prepared size, or the server refuses another prepared
+		// statement (max_prepared_stmt_count): interpolated.
+		err = db.Exec(q.insert, args...).Error
+	}
+	if isDuplicateKey(err) {
+		// Inside a transaction the failed statement is rolled back alone.
+		err = db.Exec(q.upsert, args...).Error
+	}
+	if err != nil || len(entries) == 0 {
+		return err
+	}
+	if err := db.Exec(inboxEntriesSQL(len(entries)/2), entries...).Error; err != nil {
+		return fmt.Errorf("write inbox entries: %w", err)
+	}
+	return nil
+}
+
+// inboxEntryArgs returns the keys (target id, occurrence time) of rows'
+// inbox rows, the arguments of inboxEntriesSQL.
+func inboxEntryArgs(rows []domain.Row) []any {
+	var keys []any
+	for i := range rows {
+		if rows[i].Channel == notifications.ChannelInbox {
+			keys = append(keys, u64(rows[i].TargetID), rows[i].OccurrenceAt.UTC())
+		}
+	}
+	return keys
+}
+
+// inboxEntriesSQL writes the inbox entries of n inbox rows just written to
+// notifications, in the same transaction: each entry copies its row's
+// recipient and arrival time, and an entry that exists already (a
+// duplicate result) is kept as it is, read state included.
+func inboxEntriesSQL(n int) string {
+	return `INSERT IGNORE INTO inbox_entries (target_id, occurrence_at, recipient_id, persisted_at)
+		SELECT target_id, occurrence_at, recipient_id, persisted_at FROM notifications WHERE channel = 'inbox' AND (` +
+		strings.TrimSuffix(strings.Repeat("(target_id = ? AND occurrence_at = ?) OR ", n), " OR ") + `)`
 }
 
 // statementPair is the plain and the merging statement for one row count.
@@ -219,8 +268,11 @@ func isDuplicateKey(err error) bool {
 // upsertColumns is the number of values per row (AppendArgs).
 const upsertColumns = 18
 
+// insertPrefix names the columns of AppendArgs's values, then
+// writer_schema, which each row's tuple sets to notifications.WriterSchema.
 const insertPrefix = `INSERT INTO notifications (notification_id, target_id, occurrence_at, recipient_id, sequence, channel,
- template_id, status, attempts, provider_code, error, body, run_id, due_at, dispatched_at, duplicates, from_duplicate, template_version) VALUES `
+ template_id, status, attempts, provider_code, error, body, run_id, due_at, dispatched_at, duplicates, from_duplicate, template_version,
+ writer_schema) VALUES `
 
 // newerOrFirstReal is the condition under which an incoming row replaces
 // the stored outcome: it is a real result (not only duplicates) and the
@@ -248,7 +300,7 @@ const upsertSuffix = ` ON DUPLICATE KEY UPDATE
 // UpsertSQL returns the merging statement for n rows; its arguments are
 // AppendArgs of each row in order. Exported for the raw-SQL benchmark.
 func UpsertSQL(n int) string {
-	const tuple = "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+	tuple := "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?," + strconv.Itoa(notifications.WriterSchema) + ")"
 	var b strings.Builder
 	b.Grow(len(insertPrefix) + n*(len(tuple)+1) + len(upsertSuffix))
 	b.WriteString(insertPrefix)

@@ -488,7 +488,7 @@ func TestConcurrentMarkReadAndArrivals(t *testing.T) {
 		t.Errorf("unread rows %v, want the new arrivals %v", got, want)
 	}
 	var stored int64
-	if err := e.store.DB().QueryRow(`SELECT COUNT(*) FROM notifications WHERE recipient_id = 'gina' AND read_at IS NULL`).Scan(&stored); err != nil || stored != 40 {
+	if err := e.store.DB().QueryRow(`SELECT COUNT(*) FROM inbox_entries WHERE recipient_id = 'gina' AND read_at IS NULL`).Scan(&stored); err != nil || stored != 40 {
 		t.Errorf("rows without read_at: %d, %v; want 40", stored, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -49,13 +50,14 @@ func InsertRows(ctx context.Context, db *sql.DB, rows []Row) error {
 	}
 	var b strings.Builder
 	b.WriteString(`INSERT IGNORE INTO notifications (notification_id, target_id, occurrence_at, recipient_id, sequence, channel,
-		template_id, status, attempts, provider_code, error, body, run_id, due_at, dispatched_at, persisted_at) VALUES `)
+		template_id, status, attempts, provider_code, error, body, run_id, due_at, dispatched_at, persisted_at, writer_schema) VALUES `)
 	args := make([]any, 0, len(rows)*9)
 	for i, r := range rows {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(`(?, ?, ?, ?, 0, 'sim', 'bench', 'delivered', 1, 200, '', 'notiflow benchmark notification', ?, ?, ?, COALESCE(?, CURRENT_TIMESTAMP(6)))`)
+		b.WriteString(`(?, ?, ?, ?, 0, 'sim', 'bench', 'delivered', 1, 200, '', 'notiflow benchmark notification', ?, ?, ?, COALESCE(?, CURRENT_TIMESTAMP(6)), ` +
+			strconv.Itoa(notifications.WriterSchema) + `)`)
 		var persisted sql.NullTime
 		if !r.PersistedAt.IsZero() {
 			persisted = sql.NullTime{Time: r.PersistedAt, Valid: true}
