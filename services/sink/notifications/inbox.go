@@ -90,19 +90,42 @@ func (r *Reader) UnreadCount(ctx context.Context, recipient string) (int64, erro
 // MarkRead marks the named unread inbox rows of recipient read at now and
 // returns how many it changed. Ids of other recipients, other channels,
 // unknown or already read rows are left alone, so marking again (or
-// concurrently) changes nothing: the statement locks each row it changes
-// and re-checks read_at, and the counter moves once per changed row.
+// concurrently) changes nothing: the ids' keys are read first without
+// locking anything, then one UPDATE of their inbox entries locks each entry
+// it changes and re-checks read_at, and the counter moves once per changed
+// entry. No notifications row is locked, so the sink never waits on it.
 func (r *Reader) MarkRead(ctx context.Context, recipient string, ids []string, now time.Time) (int64, error) {
 	if len(ids) == 0 {
 		return 0, nil
 	}
-	args := []any{now.UTC(), recipient}
+	args := []any{recipient}
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	in := strings.Repeat(",?", len(ids))[1:]
-	return r.markRead(ctx, `UPDATE inbox_entries e JOIN notifications n ON n.target_id = e.target_id AND n.occurrence_at = e.occurrence_at
-		SET e.read_at = ? WHERE e.recipient_id = ? AND e.read_at IS NULL AND n.notification_id IN (`+in+`)`, args)
+	rs, err := r.db.QueryContext(ctx, `SELECT target_id, occurrence_at FROM notifications
+		WHERE recipient_id = ? AND channel = 'inbox' AND notification_id IN (`+strings.Repeat(",?", len(ids))[1:]+`)`, args...)
+	if err != nil {
+		return 0, fmt.Errorf("find inbox rows to mark read: %w", err)
+	}
+	defer rs.Close()
+	keys := []any{now.UTC(), recipient}
+	for rs.Next() {
+		var target uint64
+		var at time.Time
+		if err := rs.Scan(&target, &at); err != nil {
+			return 0, fmt.Errorf("find inbox rows to mark read: %w", err)
+		}
+		keys = append(keys, target, at)
+	}
+	if err := rs.Err(); err != nil {
+		return 0, fmt.Errorf("find inbox rows to mark read: %w", err)
+	}
+	n := (len(keys) - 2) / 2
+	if n == 0 {
+		return 0, nil
+	}
+	return r.markRead(ctx, `UPDATE inbox_entries SET read_at = ? WHERE recipient_id = ? AND read_at IS NULL AND (`+
+		strings.TrimSuffix(strings.Repeat("(target_id = ? AND occurrence_at = ?) OR ", n), " OR ")+`)`, keys)
 }
 
 // MarkReadUpTo marks read every unread inbox row of recipient at or after

@@ -218,32 +218,24 @@ var inboxApartStmts = []string{
 }
 
 // inboxApart is migration 4, in an order that a run interrupted at any
-// point can simply repeat:
+// point (a killed pod) can simply repeat, and that resumes a long copy:
 //
 //  1. notifications gains writer_schema, NOT NULL without a default: a
-//     sink older than this version names no such column, so under the
+//     sink built for an older schema names no such column, so under the
 //     strict sql_mode every sink sets its inserts fail (error 1364, which
 //     it treats as transient and retries without committing its
 //     offsets). During a rolling upgrade its records are therefore written
 //     by a current sink once it takes their partitions over, never stored
 //     without their inbox entry. Existing rows get 0.
-//  2. inbox_entries is created, the old triggers on notifications are
-//     dropped, and (while notifications.read_at still exists) every inbox
-//     row's entry is copied with its read state; then the inbox index and
-//     read_at leave notifications. The copy reads the whole table once.
+//  2. inbox_entries is created and the old triggers on notifications are
+//     dropped; while notifications.read_at still exists, every inbox row's
+//     entry is copied with its read state (copyInboxEntries), then the
+//     inbox index and read_at leave notifications (two ALTERs, each of
+//     which both servers can do without rebuilding the table).
 //  3. inbox_entries' triggers are created and the unread counts recounted
 //     from the entries.
 func inboxApart(ctx context.Context, conn *sql.Conn) error {
-	has := func(column string) (bool, error) {
-		var n int
-		err := conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.columns
-			WHERE table_schema = DATABASE() AND table_name = 'notifications' AND column_name = ?`, column).Scan(&n)
-		if err != nil {
-			return false, fmt.Errorf("look for notifications.%s: %w", column, err)
-		}
-		return n > 0, nil
-	}
-	fenced, err := has("writer_schema")
+	fenced, err := hasColumn(ctx, conn, "writer_schema")
 	if err != nil {
 		return err
 	}
@@ -268,17 +260,26 @@ func inboxApart(ctx context.Context, conn *sql.Conn) error {
 			return fmt.Errorf("drop trigger %s: %w", trigger, err)
 		}
 	}
-	copyPending, err := has("read_at")
+	copyPending, err := hasColumn(ctx, conn, "read_at")
 	if err != nil {
 		return err
 	}
 	if copyPending {
-		if _, err := conn.ExecContext(ctx, `INSERT IGNORE INTO inbox_entries (target_id, occurrence_at, recipient_id, persisted_at, read_at)
-			SELECT target_id, occurrence_at, recipient_id, persisted_at, read_at FROM notifications WHERE channel = 'inbox'`); err != nil {
-			return fmt.Errorf("copy the inbox entries: %w", err)
+		if err := copyInboxEntries(ctx, conn); err != nil {
+			return err
 		}
-		if _, err := conn.ExecContext(ctx, `ALTER TABLE notifications DROP INDEX idx_notifications_inbox, DROP COLUMN read_at`); err != nil {
-			return fmt.Errorf("drop the inbox index and read_at from notifications: %w", err)
+		var n int
+		if err := conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.statistics
+			WHERE table_schema = DATABASE() AND table_name = 'notifications' AND index_name = 'idx_notifications_inbox'`).Scan(&n); err != nil {
+			return fmt.Errorf("look for idx_notifications_inbox: %w", err)
+		}
+		if n > 0 {
+			if _, err := conn.ExecContext(ctx, `ALTER TABLE notifications DROP INDEX idx_notifications_inbox`); err != nil {
+				return fmt.Errorf("drop the inbox index from notifications: %w", err)
+			}
+		}
+		if _, err := conn.ExecContext(ctx, `ALTER TABLE notifications DROP COLUMN read_at`); err != nil {
+			return fmt.Errorf("drop read_at from notifications: %w", err)
 		}
 	}
 	for _, stmt := range inboxApartStmts {
@@ -287,6 +288,50 @@ func inboxApart(ctx context.Context, conn *sql.Conn) error {
 		}
 	}
 	return nil
+}
+
+// copyChunk is how many notifications rows one statement of the inbox
+// entries' copy reads.
+var copyChunk = 20_000
+
+// copyInboxEntries copies every inbox row's entry from notifications, in
+// primary-key order, copyChunk rows a statement (each atomic): a copy
+// interrupted half-way resumes after the last target it copied.
+func copyInboxEntries(ctx context.Context, conn *sql.Conn) error {
+	var from sql.Null[uint64]
+	if err := conn.QueryRowContext(ctx, `SELECT MAX(target_id) FROM inbox_entries`).Scan(&from); err != nil {
+		return fmt.Errorf("find where the inbox entries' copy stands: %w", err)
+	}
+	lo := from.V // targets up to lo are copied (0: none, or only target 0's)
+	first := !from.Valid
+	for {
+		var hi sql.Null[uint64]
+		err := conn.QueryRowContext(ctx, `SELECT MAX(target_id) FROM (SELECT target_id FROM notifications
+			WHERE target_id > ? OR ? ORDER BY target_id, occurrence_at LIMIT ?) chunk`, lo, first, copyChunk).Scan(&hi)
+		if err != nil {
+			return fmt.Errorf("find the next chunk of the inbox entries' copy: %w", err)
+		}
+		if !hi.Valid {
+			return nil
+		}
+		if _, err := conn.ExecContext(ctx, `INSERT IGNORE INTO inbox_entries (target_id, occurrence_at, recipient_id, persisted_at, read_at)
+			SELECT target_id, occurrence_at, recipient_id, persisted_at, read_at FROM notifications
+			WHERE (target_id > ? OR ?) AND target_id <= ? AND channel = 'inbox'`, lo, first, hi.V); err != nil {
+			return fmt.Errorf("copy the inbox entries of targets up to %d: %w", hi.V, err)
+		}
+		lo, first = hi.V, false
+	}
+}
+
+// hasColumn reports whether notifications has column.
+func hasColumn(ctx context.Context, conn *sql.Conn, column string) (bool, error) {
+	var n int
+	err := conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.columns
+		WHERE table_schema = DATABASE() AND table_name = 'notifications' AND column_name = ?`, column).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("look for notifications.%s: %w", column, err)
+	}
+	return n > 0, nil
 }
 
 // Migrations returns the sink's schema versions in order (a copy: callers

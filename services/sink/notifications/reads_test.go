@@ -82,3 +82,38 @@ func TestInboxPageIsABoundedRangeRead(t *testing.T) {
 	}
 
 }
+
+// TestMarkReadLocksNoNotificationRow: marking inbox rows read never waits
+// for a notifications row another transaction holds (as the sink's write
+// of a duplicate result does): it reads the ids' keys without locking and
+// changes only their inbox entries.
+func TestMarkReadLocksNoNotificationRow(t *testing.T) {
+	t.Parallel()
+	db := openDB(t)
+	ctx := context.Background()
+	if err := notifications.Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	if err := notifications.SeedInbox(ctx, db, notifications.Seed{
+		RecipientID: "lee", FirstTarget: 1, Count: 2, Start: time.Date(2026, 3, 9, 9, 0, 0, 0, time.UTC), IDPrefix: "lee-",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = holder.Rollback() }()
+	if _, err := holder.ExecContext(ctx, `SELECT * FROM notifications WHERE notification_id IN ('lee-1', 'lee-2') FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	mctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	reader := notifications.NewReader(db)
+	if n, err := reader.MarkRead(mctx, "lee", []string{"lee-1"}, time.Now()); err != nil || n != 1 {
+		t.Fatalf("mark lee-1 read while its notification row is locked: %d, %v; want 1 without waiting", n, err)
+	}
+	if n, err := reader.UnreadCount(mctx, "lee"); err != nil || n != 1 {
+		t.Fatalf("unread %d, %v; want 1", n, err)
+	}
+}

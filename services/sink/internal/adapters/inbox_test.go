@@ -78,19 +78,23 @@ func inboxRows() []domain.Row {
 }
 
 // TestUpsertWritesInboxEntries: a batch's inbox rows (and only they) get
-// their inbox entry, with their row's arrival time, in the same write;
-// writing the batch again (duplicate results) keeps the entries, their
-// read state and the unread count as they were; deleting a notification
-// deletes its entry and counts it out.
+// their inbox entry, with their row's arrival time, in the same
+// transaction, whose INSERT is still the prepared one; writing the batch
+// again (duplicate results) keeps the entries, their read state and the
+// unread count as they were; deleting a notification deletes its entry
+// and counts it out.
 func TestUpsertWritesInboxEntries(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	// The batch has the prepared size: with inbox rows it is written in a
-	// transaction instead.
-	s := openStoreWith(t, Options{MaxConns: 2, PreparedRows: 4})
+	s := openStoreWith(t, Options{MaxConns: 1, PreparedRows: 4}) // the batch's size
 	rows := inboxRows()
+	before := stmtCounters(t, s)
 	if err := s.Upsert(ctx, rows); err != nil {
 		t.Fatal(err)
+	}
+	if c := stmtCounters(t, s); c.prepare-before.prepare != 1 || c.execute-before.execute != 1 {
+		t.Fatalf("the inbox batch's transaction: %d statements prepared, %d executed; want its INSERT prepared and executed once",
+			c.prepare-before.prepare, c.execute-before.execute)
 	}
 	got := readEntries(t, s.DB())
 	if len(got) != 2 || got[102].recipient != "ann" || got[104].recipient != "ann" {
@@ -111,6 +115,9 @@ func TestUpsertWritesInboxEntries(t *testing.T) {
 	}
 	if err := s.Upsert(ctx, rows); err != nil { // the duplicate path, in the transaction
 		t.Fatal(err)
+	}
+	if c := stmtCounters(t, s); c.prepare-before.prepare != 1 {
+		t.Fatalf("%d statements prepared after a second transaction on the same connection, want 1", c.prepare-before.prepare)
 	}
 	again := readEntries(t, s.DB())
 	if len(again) != 2 || !again[102].read || again[104].read || !again[104].persisted.Equal(got[104].persisted) {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -58,11 +59,14 @@ type Store struct {
 	gdb *gorm.DB
 	db  *sql.DB
 	sql sync.Map // row count -> statementPair
-	// execPrepared runs a statement as a server-side prepared statement,
-	// kept per connection (gorm's PrepareStmt); preparedRows is the row
-	// count whose plain INSERT goes through it (0: none, and execPrepared
-	// is nil).
-	execPrepared func(ctx context.Context, q string, args []any) error
+	// prepared is the plain INSERT of preparedRows rows as a server-side
+	// prepared statement (database/sql prepares it once per connection and
+	// keeps it while the connection lives); execPrepared runs it with
+	// args, inside tx unless tx is nil. Both are nil when there is none
+	// (preparedRows 0).
+	prepared     atomic.Pointer[sql.Stmt]
+	prepareMu    sync.Mutex
+	execPrepared func(ctx context.Context, tx *sql.Tx, args []any) error
 	preparedRows int
 }
 
@@ -81,7 +85,7 @@ type Options struct {
 	// PreparedRows is the row count (the sink's batch size) whose plain
 	// INSERT runs as a server-side prepared statement, prepared once per
 	// connection and then executed with the binary protocol: MariaDB
-	// parses the statement of 18 placeholders a row once instead of a
+	// parses the statement of 19 placeholders a row once instead of a
 	// statement of as many literals per batch (a sixth less of its CPU per
 	// row at 200 rows, BenchmarkUpsert). Other row counts (partial batches
 	// at low load, halves of a rejected batch) and the merging retry stay
@@ -112,11 +116,6 @@ func Open(ctx context.Context, dsn string, opt Options) (*Store, error) {
 		SkipDefaultTransaction: true,
 		Logger:                 logger.Discard,
 		NowFunc:                func() time.Time { return time.Now().UTC() },
-		// Only the one INSERT of PreparedRows rows is ever prepared, and it
-		// stays prepared as long as the store is open (the cache's default
-		// is to close a statement a day after preparing it).
-		PrepareStmtMaxSize: 1,
-		PrepareStmtTTL:     10 * 365 * 24 * time.Hour,
 	})
 	if err != nil {
 		_ = db.Close()
@@ -128,17 +127,59 @@ func Open(ctx context.Context, dsn string, opt Options) (*Store, error) {
 	}
 	s := &Store{gdb: gdb, db: db}
 	if opt.PreparedRows > 0 && opt.PreparedRows*upsertColumns <= maxPlaceholders {
-		prep := gdb.Session(&gorm.Session{PrepareStmt: true})
 		s.preparedRows = opt.PreparedRows
-		s.execPrepared = func(ctx context.Context, q string, args []any) error {
-			return prep.WithContext(ctx).Exec(q, args...).Error
+		s.execPrepared = func(ctx context.Context, tx *sql.Tx, args []any) error {
+			if tx == nil {
+				st, err := s.preparedStmt(ctx)
+				if err != nil {
+					return err
+				}
+				_, err = st.ExecContext(ctx, args...)
+				return err
+			}
+			st := s.prepared.Load()
+			if st == nil {
+				return errNotPrepared
+			}
+			// The transaction's connection's own statement (prepared on it
+			// once, then reused); closed with the transaction.
+			_, err := tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+			return err
 		}
 	}
 	return s, nil
 }
 
-// Close closes the connection pool and with it the prepared statements.
-func (s *Store) Close() error { return s.db.Close() }
+// errNotPrepared: a transaction's write found the INSERT not prepared yet
+// (preparing it would need a second connection).
+var errNotPrepared = errors.New("the insert is not prepared")
+
+// preparedStmt returns the prepared INSERT of preparedRows rows, preparing
+// it on first use (the table may not exist before Migrate).
+func (s *Store) preparedStmt(ctx context.Context) (*sql.Stmt, error) {
+	if st := s.prepared.Load(); st != nil {
+		return st, nil
+	}
+	s.prepareMu.Lock()
+	defer s.prepareMu.Unlock()
+	if st := s.prepared.Load(); st != nil {
+		return st, nil
+	}
+	st, err := s.db.PrepareContext(ctx, s.statements(s.preparedRows).insert)
+	if err != nil {
+		return nil, fmt.Errorf("prepare the insert of %d rows: %w", s.preparedRows, err)
+	}
+	s.prepared.Store(st)
+	return st, nil
+}
+
+// Close closes the prepared statement and the connection pool.
+func (s *Store) Close() error {
+	if st := s.prepared.Load(); st != nil {
+		_ = st.Close()
+	}
+	return s.db.Close()
+}
 
 // Ping checks that the database answers (readiness).
 func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
@@ -146,11 +187,11 @@ func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
 // DB is the underlying pool, for tests and tools.
 func (s *Store) DB() *sql.DB { return s.db }
 
-// Upsert writes rows in one multi-row INSERT, in one autocommit statement
-// (prepared when there are Options.PreparedRows of them),
-// applying domain.Merge on the notification id. Inbox rows also get their
-// inbox entry (notifications.Migrate, inbox_entries): a batch with inbox
-// rows is written in one transaction of two statements, interpolated. It first tries a plain
+// Upsert writes rows in one multi-row INSERT (prepared when there are
+// Options.PreparedRows of them), applying domain.Merge on the notification
+// id: an autocommit statement, or, when the batch has inbox rows, a
+// transaction that also writes their inbox entries (writeInbox;
+// notifications.Migrate, inbox_entries). It first tries a plain
 // INSERT: in the normal flow every result is new, and the plain INSERT
 // costs MariaDB about a fifth less CPU than INSERT ... ON DUPLICATE KEY
 // UPDATE (measured). When any row already exists the server rejects the
@@ -170,19 +211,28 @@ func (s *Store) Upsert(ctx context.Context, rows []domain.Row) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	args := make([]any, 0, len(rows)*upsertColumns)
+	inbox := 0
 	for i := range rows {
-		args = AppendArgs(args, &rows[i])
+		if rows[i].Channel == notifications.ChannelInbox {
+			inbox++
+		}
 	}
-	q := s.statements(len(rows))
-	entries := inboxEntryArgs(rows)
 	var err error
-	if len(entries) > 0 {
-		err = s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-			return s.write(tx, q, args, -1, entries)
-		})
+	if inbox == 0 {
+		args := make([]any, 0, len(rows)*upsertColumns)
+		for i := range rows {
+			args = append(AppendArgs(args, &rows[i]), nil) // persisted_at: the server's time
+		}
+		err = s.write(s.gdb.WithContext(ctx), nil, args, len(rows))
 	} else {
-		err = s.write(s.gdb.WithContext(ctx), q, args, len(rows), nil)
+		if s.execPrepared != nil && len(rows) == s.preparedRows {
+			// Prepared on the pool first: inside the transaction it needs
+			// no connection besides the transaction's own.
+			_, _ = s.preparedStmt(ctx)
+		}
+		err = s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			return s.writeInbox(tx, rows, inbox)
+		})
 	}
 	if err != nil {
 		return classify(fmt.Errorf("upsert %d notification row(s): %w", len(rows), err))
@@ -190,53 +240,67 @@ func (s *Store) Upsert(ctx context.Context, rows []domain.Row) error {
 	return nil
 }
 
-// write runs q's plain INSERT on db (prepared when rows is the prepared
-// size), the merging statement when a row exists already, then the inbox
-// entries' INSERT when there are entries (db is then a transaction).
-func (s *Store) write(db *gorm.DB, q statementPair, args []any, rows int, entries []any) error {
+// write writes rows rows with args on db (in the transaction sqlTx, which
+// is db's, unless it is nil): the plain INSERT, prepared when rows is the
+// prepared size, then the merging statement when a row exists already
+// (inside a transaction the failed INSERT is rolled back alone).
+func (s *Store) write(db *gorm.DB, sqlTx *sql.Tx, args []any, rows int) error {
+	q := s.statements(rows)
 	var err error
 	prepared := s.execPrepared != nil && rows == s.preparedRows
 	if prepared {
-		err = s.execPrepared(db.Statement.Context, q.insert, args)
+		err = s.execPrepared(db.Statement.Context, sqlTx, args)
 	}
-	if !prepared || isPreparedLimit(err) {
-		// Not the prepared size, or the server refuses another prepared
-		// statement (max_prepared_stmt_count): interpolated.
+	if !prepared || isPreparedLimit(err) || errors.Is(err, errNotPrepared) {
+		// Not the prepared size, the server refuses another prepared
+		// statement (max_prepared_stmt_count), or a transaction found none
+		// prepared: interpolated.
 		err = db.Exec(q.insert, args...).Error
 	}
 	if isDuplicateKey(err) {
-		// Inside a transaction the failed statement is rolled back alone.
 		err = db.Exec(q.upsert, args...).Error
 	}
-	if err != nil || len(entries) == 0 {
+	return err
+}
+
+// writeInbox writes rows, inbox of which are inbox rows, in the
+// transaction tx: it reads the server's CURRENT_TIMESTAMP(6) (what
+// persisted_at would get), writes the rows with it as persisted_at, then
+// the inbox rows' entries with the same arrival time. An entry that
+// exists already (a duplicate result) is kept as it is, read state
+// included, as is its row's persisted_at.
+func (s *Store) writeInbox(tx *gorm.DB, rows []domain.Row, inbox int) error {
+	var at time.Time
+	if err := tx.Raw(`SELECT CURRENT_TIMESTAMP(6)`).Row().Scan(&at); err != nil {
+		return fmt.Errorf("read the server's time: %w", err)
+	}
+	args := make([]any, 0, len(rows)*upsertColumns)
+	entries := make([]any, 0, inbox*4)
+	for i := range rows {
+		r := &rows[i]
+		args = append(AppendArgs(args, r), at)
+		if r.Channel == notifications.ChannelInbox {
+			entries = append(entries, u64(r.TargetID), r.OccurrenceAt.UTC(), r.RecipientID, at)
+		}
+	}
+	sqlTx, _ := tx.Statement.ConnPool.(*sql.Tx) // gorm's transaction over database/sql
+	if sqlTx == nil {
+		return errors.New("write inbox rows: the transaction is not a database/sql one")
+	}
+	if err := s.write(tx, sqlTx, args, len(rows)); err != nil {
 		return err
 	}
-	if err := db.Exec(inboxEntriesSQL(len(entries)/2), entries...).Error; err != nil {
-		return fmt.Errorf("write inbox entries: %w", err)
+	if err := tx.Exec(inboxEntriesSQL(inbox), entries...).Error; err != nil {
+		return fmt.Errorf("write %d inbox entries: %w", inbox, err)
 	}
 	return nil
 }
 
-// inboxEntryArgs returns the keys (target id, occurrence time) of rows'
-// inbox rows, the arguments of inboxEntriesSQL.
-func inboxEntryArgs(rows []domain.Row) []any {
-	var keys []any
-	for i := range rows {
-		if rows[i].Channel == notifications.ChannelInbox {
-			keys = append(keys, u64(rows[i].TargetID), rows[i].OccurrenceAt.UTC())
-		}
-	}
-	return keys
-}
-
-// inboxEntriesSQL writes the inbox entries of n inbox rows just written to
-// notifications, in the same transaction: each entry copies its row's
-// recipient and arrival time, and an entry that exists already (a
-// duplicate result) is kept as it is, read state included.
+// inboxEntriesSQL writes n inbox entries (target id, occurrence time,
+// recipient, arrival time), keeping those that exist.
 func inboxEntriesSQL(n int) string {
-	return `INSERT IGNORE INTO inbox_entries (target_id, occurrence_at, recipient_id, persisted_at)
-		SELECT target_id, occurrence_at, recipient_id, persisted_at FROM notifications WHERE channel = 'inbox' AND (` +
-		strings.TrimSuffix(strings.Repeat("(target_id = ? AND occurrence_at = ?) OR ", n), " OR ") + `)`
+	return `INSERT IGNORE INTO inbox_entries (target_id, occurrence_at, recipient_id, persisted_at) VALUES ` +
+		strings.TrimSuffix(strings.Repeat("(?,?,?,?),", n), ",")
 }
 
 // statementPair is the plain and the merging statement for one row count.
@@ -265,14 +329,15 @@ func isDuplicateKey(err error) bool {
 	return errors.As(err, &me) && me.Number == 1062
 }
 
-// upsertColumns is the number of values per row (AppendArgs).
-const upsertColumns = 18
+// upsertColumns is the number of values per row: AppendArgs's, then the
+// row's arrival time (persisted_at; nil: the server's current time).
+const upsertColumns = 19
 
-// insertPrefix names the columns of AppendArgs's values, then
-// writer_schema, which each row's tuple sets to notifications.WriterSchema.
+// insertPrefix names the columns of a row's values, then writer_schema,
+// which each row's tuple sets to notifications.WriterSchema.
 const insertPrefix = `INSERT INTO notifications (notification_id, target_id, occurrence_at, recipient_id, sequence, channel,
  template_id, status, attempts, provider_code, error, body, run_id, due_at, dispatched_at, duplicates, from_duplicate, template_version,
- writer_schema) VALUES `
+ persisted_at, writer_schema) VALUES `
 
 // newerOrFirstReal is the condition under which an incoming row replaces
 // the stored outcome: it is a real result (not only duplicates) and the
@@ -297,10 +362,12 @@ const upsertSuffix = ` ON DUPLICATE KEY UPDATE
  dispatched_at = IF(` + newerOrFirstReal + `, VALUES(dispatched_at), dispatched_at),
  from_duplicate = IF(VALUES(from_duplicate) = 0, 0, from_duplicate)`
 
-// UpsertSQL returns the merging statement for n rows; its arguments are
-// AppendArgs of each row in order. Exported for the raw-SQL benchmark.
+// UpsertSQL returns the merging statement for n rows; its arguments are,
+// for each row in order, AppendArgs and then its arrival time (nil: the
+// server's CURRENT_TIMESTAMP(6), the column's default). Exported for the
+// raw-SQL benchmark.
 func UpsertSQL(n int) string {
-	tuple := "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?," + strconv.Itoa(notifications.WriterSchema) + ")"
+	tuple := "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,COALESCE(?,CURRENT_TIMESTAMP(6))," + strconv.Itoa(notifications.WriterSchema) + ")"
 	var b strings.Builder
 	b.Grow(len(insertPrefix) + n*(len(tuple)+1) + len(upsertSuffix))
 	b.WriteString(insertPrefix)

@@ -367,13 +367,13 @@ func TestUpsertPreparedFallsBackWhenServerRefuses(t *testing.T) {
 	s := openStoreWith(t, Options{MaxConns: 1, PreparedRows: 3})
 	prepared := s.execPrepared
 	refusals := 1
-	s.execPrepared = func(ctx context.Context, q string, args []any) error {
+	s.execPrepared = func(ctx context.Context, tx *sql.Tx, args []any) error {
 		if refusals > 0 {
 			refusals--
 			return fmt.Errorf("prepare: %w", &mysql.MySQLError{Number: 1461,
 				Message: "Can't create more than max_prepared_stmt_count statements (current value: 0)"})
 		}
-		return prepared(ctx, q, args)
+		return prepared(ctx, tx, args)
 	}
 	batch := func(prefix string) []domain.Row {
 		var rs []*domain.Result
