@@ -134,7 +134,7 @@ func (s *Store) upsertRaw(ctx context.Context, rows []domain.Row) error {
 
 // BenchmarkUpsert compares ways of writing 200-row batches, each into a
 // fresh table: gorm Exec with the prebuilt statement, sent interpolated or
-// (gorm-exec-prepared, what the sink does with full batches) kept prepared
+// (exec-prepared, what the sink does with full batches: a database/sql statement) kept prepared
 // per connection; gorm Create with clause.OnConflict; and database/sql
 // directly; with interpolateParams on and off; on 1, 2 and 4 connections.
 // Besides the client's CPU per row it reports the database server's when
@@ -149,7 +149,7 @@ func BenchmarkUpsert(b *testing.B) {
 		prepared int // Options.PreparedRows
 	}{
 		{"gorm-exec", (*Store).Upsert, 0},
-		{"gorm-exec-prepared", (*Store).Upsert, 200},
+		{"exec-prepared", (*Store).Upsert, 200},
 		{"gorm-create", (*Store).upsertCreate, 0},
 		{"raw", (*Store).upsertRaw, 0},
 	}
