@@ -294,6 +294,10 @@ func inboxApart(ctx context.Context, conn *sql.Conn) error {
 // entries' copy reads.
 var copyChunk = 20_000
 
+// copyStarts, when set (tests), is told where copyInboxEntries starts:
+// after target lo, or from the first target when first.
+var copyStarts func(lo uint64, first bool)
+
 // copyInboxEntries copies every inbox row's entry from notifications, in
 // primary-key order, copyChunk rows a statement (each atomic): a copy
 // interrupted half-way resumes after the last target it copied.
@@ -304,6 +308,9 @@ func copyInboxEntries(ctx context.Context, conn *sql.Conn) error {
 	}
 	lo := from.V // targets up to lo are copied (0: none, or only target 0's)
 	first := !from.Valid
+	if copyStarts != nil {
+		copyStarts(lo, first)
+	}
 	for {
 		var hi sql.Null[uint64]
 		err := conn.QueryRowContext(ctx, `SELECT MAX(target_id) FROM (SELECT target_id FROM notifications

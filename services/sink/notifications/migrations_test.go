@@ -13,6 +13,20 @@ import (
 	"github.com/notiflow/notiflow/lib/testkit"
 )
 
+// openAtVersion3 opens a fresh database migrated to schema version 3.
+func openAtVersion3(t *testing.T) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("mysql", testkit.MySQLDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	if err := mysqlx.Migrate(context.Background(), db, MigrationTable, migrations[:3]); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
 // TestInboxApartResumes: migration 4 run over a database that an
 // interrupted run left half-way (writer_schema added, part of the entries
 // copied, the inbox index already dropped, a count off) finishes the copy
@@ -20,14 +34,7 @@ import (
 // changes nothing.
 func TestInboxApartResumes(t *testing.T) {
 	ctx := context.Background()
-	db, err := sql.Open("mysql", testkit.MySQLDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	if err := mysqlx.Migrate(ctx, db, MigrationTable, migrations[:3]); err != nil {
-		t.Fatal(err)
-	}
+	db := openAtVersion3(t)
 	at := time.Date(2026, 3, 9, 9, 0, 0, 0, time.UTC)
 	// Targets 1-30: inbox rows of bob (target 7 read, target 9 with two
 	// occurrences), target 12 a sim row, target 20 ann's.
@@ -77,6 +84,9 @@ func TestInboxApartResumes(t *testing.T) {
 	}
 	defer func(n int) { copyChunk = n }(copyChunk)
 	copyChunk = 4 // several chunks, one of them ending inside target 9's two rows
+	var starts []string
+	copyStarts = func(lo uint64, first bool) { starts = append(starts, fmt.Sprintf("after %d (first %v)", lo, first)) }
+	defer func() { copyStarts = nil }()
 	for run := range 2 {
 		if err := inboxApart(ctx, conn); err != nil {
 			t.Fatalf("run %d: %v", run+1, err)
@@ -106,5 +116,34 @@ func TestInboxApartResumes(t *testing.T) {
 		if has, err := hasColumn(ctx, conn, "read_at"); err != nil || has {
 			t.Fatalf("run %d: notifications.read_at still there (%v)", run+1, err)
 		}
+	}
+	if len(starts) != 1 || starts[0] != "after 5 (first false)" {
+		t.Fatalf("the copy started %v; want once, after target 5 (what the interrupted run had copied)", starts)
+	}
+}
+
+// TestInboxApartCopiesTargetZero: a copy from scratch starts at the first
+// target, 0 included.
+func TestInboxApartCopiesTargetZero(t *testing.T) {
+	ctx := context.Background()
+	db := openAtVersion3(t)
+	at := time.Date(2026, 3, 9, 9, 0, 0, 0, time.UTC)
+	for _, target := range []int{0, 1} {
+		if _, err := db.ExecContext(ctx, `INSERT INTO notifications (notification_id, target_id, occurrence_at, recipient_id,
+			sequence, channel, template_id, status, attempts, provider_code, error, body, due_at, dispatched_at)
+			VALUES (?, ?, ?, 'zoe', 0, 'inbox', 't', 'delivered', 1, 200, '', 'b', ?, ?)`,
+			fmt.Sprintf("z-%d", target), target, at, at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM inbox_entries WHERE target_id IN (0, 1)`).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("%d entries of targets 0 and 1 (%v), want 2", n, err)
+	}
+	if unread, err := NewReader(db).UnreadCount(ctx, "zoe"); err != nil || unread != 2 {
+		t.Fatalf("zoe unread %d (%v), want 2", unread, err)
 	}
 }

@@ -63,7 +63,7 @@ func unread(t *testing.T, db *sql.DB, recipient string) int64 {
 }
 
 // inboxRows are four rows of one batch, targets 101-104: two inbox rows of
-// ann (101, 103) between two sim rows.
+// ann (102, 104) after each of two sim rows.
 func inboxRows() []domain.Row {
 	var res []*domain.Result
 	for i, id := range []string{"s1", "i1", "s2", "i2"} {
@@ -85,7 +85,10 @@ func inboxRows() []domain.Row {
 // and counts it out.
 func TestUpsertWritesInboxEntries(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	// A write that needed a second connection would wait for ever on this
+	// one-connection pool: fail instead.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	s := openStoreWith(t, Options{MaxConns: 1, PreparedRows: 4}) // the batch's size
 	rows := inboxRows()
 	before := stmtCounters(t, s)
@@ -120,8 +123,9 @@ func TestUpsertWritesInboxEntries(t *testing.T) {
 		t.Fatalf("%d statements prepared after a second transaction on the same connection, want 1", c.prepare-before.prepare)
 	}
 	again := readEntries(t, s.DB())
-	if len(again) != 2 || !again[102].read || again[104].read || !again[104].persisted.Equal(got[104].persisted) {
-		t.Fatalf("entries after the batch again %+v; want i1 read, i2 unread, arrival unchanged", again)
+	if len(again) != 2 || !again[102].read || again[104].read || !again[104].persisted.Equal(got[104].persisted) ||
+		!again[104].rowPersist.Equal(got[104].rowPersist) {
+		t.Fatalf("entries after the batch again %+v; want i1 read, i2 unread, arrival (entry and row) unchanged", again)
 	}
 	if n := unread(t, s.DB(), "ann"); n != 1 {
 		t.Fatalf("unread %d after the batch again, want 1", n)
@@ -240,5 +244,40 @@ func TestMigrateMovesInboxRowsApart(t *testing.T) {
 	slices.Sort(ids)
 	if !slices.Equal(ids, []uint64{102, 104, 105, 106}) {
 		t.Fatalf("entries %v, want 102 104 105 106", ids)
+	}
+}
+
+// TestUpsertAfterFailedPrepareGoesInterpolated: once preparing the INSERT
+// failed (here: the table did not exist yet), full batches are written
+// interpolated for prepareRetry without asking the server again.
+func TestUpsertAfterFailedPrepareGoesInterpolated(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := Open(ctx, testkit.MySQLDSN(t), Options{MaxConns: 1, PreparedRows: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	rows := inboxRows()
+	for i := range rows {
+		rows[i].Channel = "sim"
+	}
+	if err := s.Upsert(ctx, rows); err == nil || IsRejected(err) {
+		t.Fatalf("upsert before the table exists: %v; want a transient error", err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := stmtCounters(t, s)
+	if err := s.Upsert(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	if c := stmtCounters(t, s); c.prepare != before.prepare || c.execute != before.execute {
+		t.Fatalf("%d prepared, %d executed right after a failed prepare; want the batch interpolated",
+			c.prepare-before.prepare, c.execute-before.execute)
+	}
+	if n := len(readRows(t, s.DB())); n != 4 {
+		t.Fatalf("%d rows, want 4", n)
 	}
 }

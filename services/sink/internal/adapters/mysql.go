@@ -64,10 +64,11 @@ type Store struct {
 	// keeps it while the connection lives); execPrepared runs it with
 	// args, inside tx unless tx is nil. Both are nil when there is none
 	// (preparedRows 0).
-	prepared     atomic.Pointer[sql.Stmt]
-	prepareMu    sync.Mutex
-	execPrepared func(ctx context.Context, tx *sql.Tx, args []any) error
-	preparedRows int
+	prepared      atomic.Pointer[sql.Stmt]
+	prepareMu     sync.Mutex
+	prepareFailed atomic.Int64 // unix nanos of the last failed prepare (0: none)
+	execPrepared  func(ctx context.Context, tx *sql.Tx, args []any) error
+	preparedRows  int
 }
 
 // maxPlaceholders is the most placeholders a prepared statement may have
@@ -150,15 +151,25 @@ func Open(ctx context.Context, dsn string, opt Options) (*Store, error) {
 	return s, nil
 }
 
-// errNotPrepared: a transaction's write found the INSERT not prepared yet
-// (preparing it would need a second connection).
+// errNotPrepared: the INSERT is not prepared (a transaction's write found it
+// not prepared yet: preparing it would need a second connection; or a
+// prepare failed less than prepareRetry ago).
 var errNotPrepared = errors.New("the insert is not prepared")
 
+// prepareRetry is how long after a failed prepare batches go interpolated
+// without trying again (so that flushers do not queue on the mutex for a
+// prepare the server keeps refusing).
+const prepareRetry = 5 * time.Second
+
 // preparedStmt returns the prepared INSERT of preparedRows rows, preparing
-// it on first use (the table may not exist before Migrate).
+// it on first use (the table may not exist before Migrate); within
+// prepareRetry of a failed prepare it answers errNotPrepared.
 func (s *Store) preparedStmt(ctx context.Context) (*sql.Stmt, error) {
 	if st := s.prepared.Load(); st != nil {
 		return st, nil
+	}
+	if failed := s.prepareFailed.Load(); failed != 0 && time.Since(time.Unix(0, failed)) < prepareRetry {
+		return nil, errNotPrepared
 	}
 	s.prepareMu.Lock()
 	defer s.prepareMu.Unlock()
@@ -167,6 +178,7 @@ func (s *Store) preparedStmt(ctx context.Context) (*sql.Stmt, error) {
 	}
 	st, err := s.db.PrepareContext(ctx, s.statements(s.preparedRows).insert)
 	if err != nil {
+		s.prepareFailed.Store(time.Now().UnixNano())
 		return nil, fmt.Errorf("prepare the insert of %d rows: %w", s.preparedRows, err)
 	}
 	s.prepared.Store(st)

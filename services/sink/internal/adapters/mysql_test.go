@@ -354,11 +354,12 @@ func readAllColumns(t *testing.T, db *sql.DB) map[string]domain.Row {
 // TestUpsertPreparedFallsBackWhenServerRefuses writes a full batch while
 // the server refuses to prepare another statement (error 1461, as when
 // other clients hold the server's whole max_prepared_stmt_count): the
-// batch is written interpolated, and the next one prepared again. The
+// batch is written interpolated, and the next one prepared again; so is
+// an inbox batch inside its transaction. The
 // refusal is injected: making the real server refuse means lowering a
 // global limit under every other test that shares it. So this test covers
 // what Upsert does with the error, not that a real refusal reaches it as
-// a *mysql.MySQLError through gorm's prepare: the driver returns the
+// a *mysql.MySQLError through database/sql's prepare: the driver returns the
 // server's errors as that type, whichever command (prepare or execute)
 // they answer.
 func TestUpsertPreparedFallsBackWhenServerRefuses(t *testing.T) {
@@ -400,6 +401,27 @@ func TestUpsertPreparedFallsBackWhenServerRefuses(t *testing.T) {
 	}
 	if n := len(readRows(t, s.DB())); n != 6 {
 		t.Fatalf("%d rows, want 6", n)
+	}
+
+	// The same in an inbox batch's transaction.
+	refusals = 1
+	inbox := batch("inbox")
+	for i := range inbox {
+		inbox[i].Channel = "inbox"
+	}
+	before = stmtCounters(t, s)
+	if err := s.Upsert(ctx, inbox); err != nil {
+		t.Fatalf("upsert of inbox rows while the server refuses to prepare: %v", err)
+	}
+	if c := stmtCounters(t, s); c.execute != before.execute {
+		t.Fatalf("%d prepared statements executed in the transaction while the server refused", c.execute-before.execute)
+	}
+	var entries int
+	if err := s.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM inbox_entries`).Scan(&entries); err != nil || entries != 3 {
+		t.Fatalf("%d inbox entries (%v), want 3", entries, err)
+	}
+	if n := len(readRows(t, s.DB())); n != 9 {
+		t.Fatalf("%d rows, want 9", n)
 	}
 }
 

@@ -83,7 +83,7 @@ func (c Config) Validate() error {
 	if c.Group == "" {
 		add("NOTIFLOW_GROUP", "must not be empty")
 	}
-	// 18 placeholders per row; MySQL allows 65535 per statement.
+	// 19 placeholders per row; MySQL allows 65535 per statement.
 	if c.BatchSize < 1 || c.BatchSize > 3000 {
 		add("NOTIFLOW_BATCH_SIZE", "must be between 1 and 3000, got %d", c.BatchSize)
 	}
