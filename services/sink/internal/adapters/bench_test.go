@@ -114,7 +114,7 @@ func (s *Store) upsertCreate(ctx context.Context, rows []domain.Row) error {
 func (s *Store) upsertVersion3(ctx context.Context, rows []domain.Row) error {
 	args := make([]any, 0, len(rows)*upsertColumns)
 	for i := range rows {
-		args = append(AppendArgs(args, &rows[i]), nil)
+		args = AppendArgs(args, &rows[i])
 	}
 	return s.write(s.gdb.WithContext(ctx), nil, args, len(rows))
 }
@@ -122,7 +122,7 @@ func (s *Store) upsertVersion3(ctx context.Context, rows []domain.Row) error {
 func (s *Store) upsertRaw(ctx context.Context, rows []domain.Row) error {
 	args := make([]any, 0, len(rows)*upsertColumns)
 	for i := range rows {
-		args = append(AppendArgs(args, &rows[i]), nil)
+		args = AppendArgs(args, &rows[i])
 	}
 	q := s.statements(len(rows))
 	_, err := s.db.ExecContext(ctx, q.insert, args...)

@@ -233,7 +233,7 @@ func (s *Store) Upsert(ctx context.Context, rows []domain.Row) error {
 	if inbox == 0 {
 		args := make([]any, 0, len(rows)*upsertColumns)
 		for i := range rows {
-			args = append(AppendArgs(args, &rows[i]), nil) // persisted_at: the server's time
+			args = AppendArgs(args, &rows[i])
 		}
 		err = s.write(s.gdb.WithContext(ctx), nil, args, len(rows))
 	} else {
@@ -290,7 +290,8 @@ func (s *Store) writeInbox(tx *gorm.DB, rows []domain.Row, inbox int) error {
 	entries := make([]any, 0, inbox*4)
 	for i := range rows {
 		r := &rows[i]
-		args = append(AppendArgs(args, r), at)
+		args = AppendArgs(args, r)
+		args[len(args)-1] = at // persisted_at
 		if r.Channel == notifications.ChannelInbox {
 			entries = append(entries, u64(r.TargetID), r.OccurrenceAt.UTC(), r.RecipientID, at)
 		}
@@ -341,8 +342,8 @@ func isDuplicateKey(err error) bool {
 	return errors.As(err, &me) && me.Number == 1062
 }
 
-// upsertColumns is the number of values per row: AppendArgs's, then the
-// row's arrival time (persisted_at; nil: the server's current time).
+// upsertColumns is the number of values per row (AppendArgs), the last one
+// the row's arrival time (persisted_at; nil: the server's current time).
 const upsertColumns = 19
 
 // insertPrefix names the columns of a row's values, then writer_schema,
@@ -374,10 +375,10 @@ const upsertSuffix = ` ON DUPLICATE KEY UPDATE
  dispatched_at = IF(` + newerOrFirstReal + `, VALUES(dispatched_at), dispatched_at),
  from_duplicate = IF(VALUES(from_duplicate) = 0, 0, from_duplicate)`
 
-// UpsertSQL returns the merging statement for n rows; its arguments are,
-// for each row in order, AppendArgs and then its arrival time (nil: the
-// server's CURRENT_TIMESTAMP(6), the column's default). Exported for the
-// raw-SQL benchmark.
+// UpsertSQL returns the merging statement for n rows; its arguments are
+// AppendArgs of each row in order (an arrival time of nil is the server's
+// CURRENT_TIMESTAMP(6), the column's default). Exported for the raw-SQL
+// benchmark.
 func UpsertSQL(n int) string {
 	tuple := "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,COALESCE(?,CURRENT_TIMESTAMP(6))," + strconv.Itoa(notifications.WriterSchema) + ")"
 	var b strings.Builder
@@ -393,10 +394,12 @@ func UpsertSQL(n int) string {
 	return b.String()
 }
 
-// AppendArgs appends the statement arguments of r to args. Numbers are
-// passed as int64, strings as string and times as time.Time: the types
-// database/sql hands to the driver as they are, without the reflection its
-// converter needs for other kinds (3,400 arguments per 200-row flush).
+// AppendArgs appends the statement arguments of r to args (upsertColumns
+// of them), the last one its arrival time: nil, the server's time at
+// insert (writeInbox replaces it). Numbers are passed as int64, strings as
+// string and times as time.Time: the types database/sql hands to the
+// driver as they are, without the reflection its converter needs for
+// other kinds (3,800 arguments per 200-row flush).
 func AppendArgs(args []any, r *domain.Row) []any {
 	var runID any
 	if r.RunID != "" {
@@ -409,7 +412,7 @@ func AppendArgs(args []any, r *domain.Row) []any {
 	return append(args,
 		r.NotificationID, u64(r.TargetID), r.OccurrenceAt.UTC(), r.RecipientID, u64(r.Sequence), r.Channel,
 		r.TemplateID, string(r.Status), int64(r.Attempts), int64(r.ProviderCode), r.Error, r.Body, runID,
-		r.DueAt.UTC(), r.DispatchedAt.UTC(), int64(r.Duplicates), fromDup, r.TemplateVersion)
+		r.DueAt.UTC(), r.DispatchedAt.UTC(), int64(r.Duplicates), fromDup, r.TemplateVersion, nil)
 }
 
 // u64 passes v as int64 when it fits (the fast path), else as uint64.

@@ -25,13 +25,24 @@ func openStore(t *testing.T) *Store { return openStoreWith(t, Options{MaxConns: 
 // openStoreWith opens a store with opt on a fresh migrated database.
 func openStoreWith(t *testing.T, opt Options) *Store {
 	t.Helper()
+	s := openStoreAt(t, opt, 0)
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// openStoreAt opens a store with opt on a fresh database migrated to its
+// first version schema versions (none when 0).
+func openStoreAt(t *testing.T, opt Options, version int) *Store {
+	t.Helper()
 	ctx := context.Background()
 	s, err := Open(ctx, testkit.MySQLDSN(t), opt)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	if err := s.Migrate(ctx); err != nil {
+	if err := mysqlx.Migrate(ctx, s.DB(), notifications.MigrationTable, notifications.Migrations()[:version]); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -510,14 +521,7 @@ func TestUpsertMissingTableIsTransient(t *testing.T) {
 func TestMigrateUpgradesVersion1(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := Open(ctx, testkit.MySQLDSN(t), Options{MaxConns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	if err := mysqlx.Migrate(ctx, s.DB(), notifications.MigrationTable, notifications.Migrations()[:1]); err != nil {
-		t.Fatal(err)
-	}
+	s := openStoreAt(t, Options{MaxConns: 2}, 1)
 	rows := domain.Collapse([]*domain.Result{result("a", domain.StatusDelivered, 1), result("b", domain.StatusFailed, 2)})
 	rows[1].Channel = "inbox" // counted unread by version 3
 	for i := range rows {
@@ -525,7 +529,7 @@ func TestMigrateUpgradesVersion1(t *testing.T) {
 		args := AppendArgs(nil, &rows[i])
 		if _, err := s.DB().ExecContext(ctx, `INSERT INTO notifications (notification_id, target_id, occurrence_at, recipient_id,
 			sequence, channel, template_id, status, attempts, provider_code, error, body, run_id, due_at, dispatched_at, duplicates,
-			from_duplicate) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, args[:len(args)-1]...); err != nil {
+			from_duplicate) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, args[:17]...); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -232,7 +232,7 @@ func rawCeiling(b *testing.B, e *env, msgs []kafka.Message, batchSize, conns int
 	for range conns {
 		wg.Go(func() {
 			for rows := range ch {
-				args := make([]any, 0, len(rows)*17)
+				args := make([]any, 0, len(rows)*19)
 				for i := range rows {
 					args = adapters.AppendArgs(args, &rows[i])
 				}
