@@ -108,7 +108,20 @@ func newWorldWith(t *testing.T, name string, l layout, o worldOpts) *world {
 	if err := w.iso.Create(ctx, w.deps); err != nil {
 		t.Fatalf("create database: %v", err)
 	}
-	t.Cleanup(func() { _ = w.iso.DeleteTopics(context.Background(), w.deps) })
+	// Runs last: after the services stopped. A failed scenario's database
+	// and Redis keys stay for inspection; a passed one's are removed, so
+	// that repeated runs leave nothing behind in the shared dependencies.
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = w.iso.DeleteTopics(ctx, w.deps)
+		if t.Failed() {
+			t.Logf("kept database %s and redis keys %s* for inspection", w.iso.Database, w.iso.RedisPrefix)
+			return
+		}
+		if err := w.iso.Remove(ctx, w.deps); err != nil {
+			t.Errorf("remove the scenario's database and redis keys: %v", err)
+		}
+	})
 	token := "chaos-" + w.iso.Name
 	base, err := w.iso.Env(w.deps, topicPartitions, token)
 	if err != nil {
