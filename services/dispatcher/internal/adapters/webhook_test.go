@@ -62,8 +62,11 @@ func TestWebhookCircuitBreaker(t *testing.T) {
 	if err != nil || out.Status != notiflowv1.Status_STATUS_FAILED || out.Attempts != 3 || out.ProviderCode != 500 || !out.DeadLetter {
 		t.Fatalf("first send: %+v, %v; want failed after 3 attempts with code 500", out, err)
 	}
-	if !strings.Contains(out.Err, "circuit open") {
-		t.Errorf("first send error %q should say the circuit is open", out.Err)
+	if !strings.Contains(out.Err, "circuit open") || !strings.Contains(out.Err, "HTTP 500") {
+		t.Errorf("first send error %q should say the circuit is open and the last failure", out.Err)
+	}
+	if n := strings.Count(out.Err, "circuit open"); n != 1 {
+		t.Errorf("first send error says the circuit is open %d times, want once: %q", n, out.Err)
 	}
 	if n := len(rcv.Calls()); n != 3 || gauge() != 2 {
 		t.Fatalf("after the first send: %d calls, gauge %v; want 3 calls, open (2)", n, gauge())
