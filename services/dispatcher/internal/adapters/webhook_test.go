@@ -14,7 +14,7 @@ import (
 	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
 )
 
-func testWebhook(t *testing.T, mutate func(*WebhookOptions)) (*Webhook, *prometheus.GaugeVec) {
+func testWebhook(t testing.TB, mutate func(*WebhookOptions)) (*Webhook, *prometheus.GaugeVec) {
 	t.Helper()
 	state := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "state"}, []string{"endpoint"})
 	opt := WebhookOptions{
