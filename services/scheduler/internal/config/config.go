@@ -35,6 +35,10 @@ type Config struct {
 	// Pprof serves /debug/pprof/ on the HTTP address behind the API's
 	// bearer token (off by default).
 	Pprof bool `env:"NOTIFLOW_PPROF" default:"false"`
+	// GCPercent is the Go GC target (as GOGC) applied at start unless GOGC
+	// is set; 0 keeps Go's default. 400: claims and relay passes allocate
+	// per row but keep little alive (bench/README.md, scheduler).
+	GCPercent int `env:"NOTIFLOW_GC_PERCENT" default:"400"`
 
 	ScanEnabled     bool          `env:"NOTIFLOW_SCAN_ENABLED" default:"true"`
 	Tick            time.Duration `env:"NOTIFLOW_TICK" default:"1s"`
@@ -125,6 +129,9 @@ func (c Config) Validate() error {
 	}
 	if _, err := mysql.ParseDSN(c.MySQLDSN); err != nil {
 		add("NOTIFLOW_MYSQL_DSN", "not a valid DSN (user:pass@tcp(host:port)/db?parseTime=true): %v", err)
+	}
+	if c.GCPercent < 0 || c.GCPercent > 10000 {
+		add("NOTIFLOW_GC_PERCENT", "must be between 0 and 10000, got %d", c.GCPercent)
 	}
 	if c.MySQLMaxConns < 2 {
 		add("NOTIFLOW_MYSQL_MAX_CONNS", "must be at least 2, got %d", c.MySQLMaxConns)

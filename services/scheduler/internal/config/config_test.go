@@ -28,8 +28,8 @@ func TestValidate(t *testing.T) {
 		{name: "token", give: map[string]string{"NOTIFLOW_API_TOKEN": "s3cret"}},
 		{
 			name: "bad values name their variables",
-			give: map[string]string{"NOTIFLOW_API_TOKEN": "x", "NOTIFLOW_CLAIM_BATCH": "0", "NOTIFLOW_TICK": "1ms", "NOTIFLOW_LOCK_TTL": "10ms", "NOTIFLOW_KAFKA_PARTITIONS": "0"},
-			want: []string{"NOTIFLOW_CLAIM_BATCH", "NOTIFLOW_TICK", "NOTIFLOW_LOCK_TTL", "NOTIFLOW_KAFKA_PARTITIONS"},
+			give: map[string]string{"NOTIFLOW_API_TOKEN": "x", "NOTIFLOW_CLAIM_BATCH": "0", "NOTIFLOW_TICK": "1ms", "NOTIFLOW_LOCK_TTL": "10ms", "NOTIFLOW_KAFKA_PARTITIONS": "0", "NOTIFLOW_GC_PERCENT": "-1"},
+			want: []string{"NOTIFLOW_CLAIM_BATCH", "NOTIFLOW_TICK", "NOTIFLOW_LOCK_TTL", "NOTIFLOW_KAFKA_PARTITIONS", "NOTIFLOW_GC_PERCENT: must be between 0 and 10000, got -1"},
 		},
 		{
 			name: "bad benchmark settings name their variables",
@@ -115,7 +115,7 @@ func TestDefaults(t *testing.T) {
 	}
 	want := Config{
 		HTTPAddr: ":8080", MySQLDSN: "notiflow:notiflow@tcp(127.0.0.1:3306)/notiflow?parseTime=true&loc=UTC", MySQLMaxConns: 16,
-		RedisAddr: "127.0.0.1:6379", LogLevel: "info",
+		RedisAddr: "127.0.0.1:6379", LogLevel: "info", GCPercent: 400,
 		ScanEnabled: true, Tick: time.Second, ClaimBatch: 5000, RelayBatch: 5000, LockKey: "notiflow:scheduler:scan",
 		LockTTL: 10 * time.Second, CollapseMissed: true, MaxCatchUp: 100, OutboxRetention: time.Hour,
 		BulkMax: 10000, MaxParamsBytes: 16384, MaxBulkBodyBytes: 32 << 20, ShutdownTimeout: 20 * time.Second,

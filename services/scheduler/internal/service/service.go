@@ -59,8 +59,8 @@ type Service struct {
 }
 
 // GCPercent is the garbage-collection target main applies unless GOGC is
-// set (svc.SetGCPercent): 0, Go's default.
-func GCPercent(config.Config) int { return 0 }
+// set (svc.SetGCPercent): NOTIFLOW_GC_PERCENT.
+func GCPercent(cfg config.Config) int { return cfg.GCPercent }
 
 // Run builds the scheduler from a validated cfg and runs it until ctx
 // ends: what main does.
