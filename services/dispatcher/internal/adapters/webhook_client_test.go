@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -164,5 +165,25 @@ func TestWebhookAttemptEndsWithContext(t *testing.T) {
 	}
 	if el := time.Since(start); el > 5*time.Second {
 		t.Fatalf("send returned %s after the cancel's start, want at once", el)
+	}
+}
+
+// An https endpoint's certificate is verified: one signed by an unknown
+// authority is a failed attempt, nothing delivered.
+func TestWebhookVerifiesCertificates(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int64
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	w, _ := testWebhook(t, nil)
+	out, err := w.Send(context.Background(), due("tls", srv.URL+"/hook"), "b")
+	if err != nil || out.Status != notiflowv1.Status_STATUS_FAILED || !strings.Contains(out.Err, "certificate") {
+		t.Fatalf("send to an unknown authority's certificate: %+v, %v; want failed on the certificate", out, err)
+	}
+	if n := calls.Load(); n != 0 {
+		t.Fatalf("the endpoint got %d calls, want none", n)
 	}
 }
