@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -84,12 +83,16 @@ const (
 // for concurrent use.
 //
 // Requests go through fasthttp's client (HTTP/1.1 with keep-alive, no
-// proxy, no redirects followed, TLS certificates verified), which costs a
-// third of net/http's client CPU per call (bench/README.md). Every
-// connection is dialled through the SSRF guard. A request the server did
-// not answer because it closed a kept-alive connection first (the
-// connection was stale) is sent once more on a fresh one within the same
-// attempt (replayable).
+// proxy, no redirects followed, TLS certificates verified); a whole call
+// costs 0.5-0.6x the CPU of net/http's client (bench/README.md). Every
+// connection is dialled through the SSRF guard and its TLS handshake is
+// bounded by the attempt's timeout. A request the server did not answer
+// because the connection was already closed (a kept-alive connection the
+// server had closed: the first read ends at once, or the write fails) is
+// sent once more on a new connection within the same attempt (replayable).
+// An attempt is never abandoned half-way: when ctx ends during one, its
+// request runs to its answer or its deadline, so that no request of a send
+// is in flight once Send returned.
 type Webhook struct {
 	client   *fasthttp.Client
 	guard    *netguard.Guard
@@ -120,20 +123,35 @@ func NewWebhook(opt WebhookOptions) (*Webhook, error) {
 		Name: userAgent,
 		// Every connection, TLS or not, is dialled through the guard, which
 		// checks the address actually connected to.
+		// fasthttp passes 0 (no limit) when it dials for a request that
+		// waited for a connection: the attempt's timeout bounds it then.
 		DialTimeout: func(addr string, timeout time.Duration) (net.Conn, error) {
+			if timeout <= 0 {
+				timeout = opt.AttemptTimeout
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			defer cancel()
 			return guard.DialContext(ctx, "tcp", addr)
 		},
+		// A write timeout makes fasthttp do the TLS handshake at dial time,
+		// under a deadline (without one the handshake would wait on the
+		// first write, with no bound on reading the server's answer).
+		WriteTimeout:    opt.AttemptTimeout,
 		MaxConnsPerHost: opt.MaxConnsPerHost,
 		// A request waits for a free connection within its attempt's time.
 		MaxConnWaitTimeout:  opt.AttemptTimeout,
 		MaxIdleConnDuration: idleConnTimeout,
-		// The answer's body is not used: a longer one ends the read (the
-		// status is kept) and the connection is closed.
-		MaxResponseBodySize: maxResponseBody,
+		// The buffer bounds an answer's status line and headers (net/http
+		// allows 1 MiB); the body is streamed (see post).
+		ReadBufferSize:     maxResponseHeader,
+		StreamResponseBody: true,
 		// The URL's path is sent as the target configured it.
 		DisablePathNormalizing: true,
+		// Error texts do not quote what the endpoint answered.
+		ConfigureClient: func(hc *fasthttp.HostClient) error {
+			hc.SecureErrorLogMessage = true
+			return nil
+		},
 		// One request per attempt, plus at most one replay on a stale
 		// connection (replayable).
 		MaxIdemponentCallAttempts: 2,
@@ -172,8 +190,9 @@ func failed(attempts uint32, code int, err string) domain.Outcome {
 // (domain.WithSendGate), checked before every retry, says the target is
 // fenced; a gate that cannot judge is a failed attempt (nothing sent). The
 // gate is left (domain.LeaveSend) before every wait between attempts. It
-// returns an error only when ctx ended first; a request may have reached
-// the receiver by then.
+// returns an error only when ctx ended first: an attempt under way then
+// ends by its own answer or deadline first, and its request may have
+// reached the receiver.
 func (w *Webhook) Send(ctx context.Context, due *notiflowv1.NotificationDue, body string) (domain.Outcome, error) {
 	u, err := url.Parse(due.WebhookUrl)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
@@ -308,17 +327,20 @@ const idleConnTimeout = 30 * time.Second
 // maxResponseBody is the most of an answer's body read; the rest is not.
 const maxResponseBody = 64 << 10
 
+// maxResponseHeader bounds an answer's status line and headers.
+const maxResponseHeader = 64 << 10
+
 // replayable reports whether a request that failed with err got no
-// answer because the connection broke (the server closed or reset it,
-// before or while the request was written or before any byte of an
-// answer), so that it is sent once more on a new connection. net/http does
-// the same for a request with an Idempotency-Key on a reused connection,
-// which a server may close while it sits idle in the pool; here the replay
-// happens at most once per attempt (MaxIdemponentCallAttempts). A timeout
-// or a refused dial is not replayed: those are failed attempts.
+// answer because its connection was already closed: the server's close
+// ended the first read before any byte of an answer (io.EOF,
+// ErrConnectionClosed), or writing the request failed on it (EPIPE). It is
+// then sent once more on a new connection, within the same attempt and at
+// most once (MaxIdemponentCallAttempts): a kept-alive connection the server
+// closed while it sat idle in the pool is the usual case, which net/http
+// also replays for a request with an Idempotency-Key. A reset, a timeout, a
+// refused dial or a cut answer is not replayed: those are failed attempts.
 func replayable(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, fasthttp.ErrConnectionClosed) ||
-		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
+	return errors.Is(err, io.EOF) || errors.Is(err, fasthttp.ErrConnectionClosed) || errors.Is(err, syscall.EPIPE)
 }
 
 // answer is what one request returned: its status and Retry-After, or the
@@ -330,9 +352,8 @@ type answer struct {
 }
 
 // attempt makes one request. A nil error means a final answer (2xx, or a
-// status not worth retrying); an error is a failure for the breaker. The
-// request runs on its own goroutine so that the attempt ends as soon as
-// ctx does (the request itself ends by its deadline).
+// status not worth retrying); an error is a failure for the breaker. It
+// returns when the request has ended (see Webhook on ctx).
 func (w *Webhook) attempt(ctx context.Context, u *url.URL, payload []byte, id string, keys [][]byte) (attemptResult, error) {
 	deadline := time.Now().Add(w.opt.AttemptTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
@@ -340,22 +361,20 @@ func (w *Webhook) attempt(ctx context.Context, u *url.URL, payload []byte, id st
 	}
 	target := u.String()
 	start := time.Now()
-	done := make(chan answer, 1)
-	go func() { done <- w.post(target, payload, id, keys, deadline) }()
-	var a answer
-	select {
-	case a = <-done:
-	case <-ctx.Done():
-		w.observe("error", start)
-		return attemptResult{}, &excludedError{ctx.Err()}
-	}
+	a := w.post(target, payload, id, keys, deadline)
 	if err := a.err; err != nil {
 		w.observe("error", start)
+		var ne net.Error
 		switch {
 		case errors.Is(err, netguard.ErrForbiddenAddress):
 			return attemptResult{}, &excludedError{err}
-		case errors.Is(err, fasthttp.ErrTimeout), errors.Is(err, fasthttp.ErrDialTimeout), errors.Is(err, fasthttp.ErrNoFreeConns), errors.Is(err, os.ErrDeadlineExceeded):
+		case ctx.Err() != nil:
+			return attemptResult{}, &excludedError{ctx.Err()}
+		case errors.Is(err, fasthttp.ErrTimeout), errors.Is(err, fasthttp.ErrDialTimeout), errors.Is(err, fasthttp.ErrNoFreeConns), errors.Is(err, fasthttp.ErrTLSHandshakeTimeout),
+			errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
 			return attemptResult{}, fmt.Errorf("POST %s: no answer within %s", redactURL(target), w.opt.AttemptTimeout)
+		case errors.Is(err, fasthttp.ErrConnectionClosed):
+			return attemptResult{}, fmt.Errorf("POST %s: the server closed the connection without an answer", redactURL(target))
 		}
 		return attemptResult{}, fmt.Errorf("POST %s: %w", redactURL(target), err)
 	}
@@ -371,10 +390,13 @@ func (w *Webhook) attempt(ctx context.Context, u *url.URL, payload []byte, id st
 }
 
 // post sends one signed POST of payload to target, answering by deadline.
+// An answer counts from its status line and headers: at most
+// maxResponseBody of its body is read, and a body that ends early or late
+// does not change it.
 func (w *Webhook) post(target string, payload []byte, id string, keys [][]byte, deadline time.Time) answer {
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
-	defer fasthttp.ReleaseResponse(resp)
+	defer fasthttp.ReleaseResponse(resp) // closes the body stream; an unread rest closes the connection
 	req.SetRequestURI(target)
 	req.Header.SetMethod(http.MethodPost)
 	req.Header.SetContentType("application/json")
@@ -386,13 +408,14 @@ func (w *Webhook) post(target string, payload []byte, id string, keys [][]byte, 
 		req.Header.Set(webhooksig.HeaderSignature, webhooksig.Sign(keys, id, now, payload))
 	}
 	req.SetBodyRaw(payload)
-	err := w.client.DoDeadline(req, resp, deadline)
-	if err != nil && !errors.Is(err, fasthttp.ErrBodyTooLarge) {
+	if err := w.client.DoDeadline(req, resp, deadline); err != nil {
 		return answer{err: err}
 	}
-	// A body over maxResponseBody ends the read after the status line
-	// and headers: the answer stands.
-	return answer{code: resp.StatusCode(), retryAfter: string(resp.Header.Peek("Retry-After"))}
+	a := answer{code: resp.StatusCode(), retryAfter: string(resp.Header.Peek("Retry-After"))}
+	if body := resp.BodyStream(); body != nil {
+		_, _ = io.CopyN(io.Discard, body, maxResponseBody)
+	}
+	return a
 }
 
 func (w *Webhook) observe(outcome string, start time.Time) {

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,33 +21,10 @@ import (
 	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
 )
 
-// serverProcessEnv makes the test binary a plain webhook endpoint
-// (BenchmarkWebhookCall's receiver, in a process of its own so that its
-// CPU is not the client's): it listens on loopback, prints its address
-// and answers every POST 200.
-const serverProcessEnv = "NOTIFLOW_BENCH_WEBHOOK_SERVER"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(serverProcessEnv) != "" {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		fmt.Println(ln.Addr().String())
-		_ = http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.Copy(io.Discard, r.Body)
-			w.WriteHeader(http.StatusOK)
-		}))
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
-
 // BenchmarkWebhookCall measures the CPU one webhook call costs the client:
 // the adapter (Webhook.Send: payload, signature, breaker, fasthttp) against
-// net/http's client configured as the adapter's used to be (the baseline,
-// same payload, headers and signature), both against one net/http endpoint
+// net/http's client (a Transport with the same connection limits; the
+// baseline, same payload, headers and signature), both against one net/http endpoint
 // in another process, 64 calls in flight. Reported: client and endpoint
 // CPU µs per call, calls/s.
 //

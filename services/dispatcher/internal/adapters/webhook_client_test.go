@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -90,27 +91,27 @@ func TestWebhookReplaysOnStaleConnection(t *testing.T) {
 // unnormalised, the query kept, user info sent as Basic credentials.
 func TestWebhookSendsTheURLAsConfigured(t *testing.T) {
 	t.Parallel()
-	rcv := testkit.NewReceiver(t, nil)
+	got := make(chan *http.Request, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		got <- r
+	}))
+	t.Cleanup(srv.Close)
 	w, _ := testWebhook(t, nil)
-	url := strings.Replace(rcv.URL, "http://", "http://user:pa%20ss@", 1) + "/a//b/../c?token=t"
+	url := strings.Replace(srv.URL, "http://", "http://user:pa%20ss@", 1) + "/a//b/../c?token=t&x=%2F"
 	out, err := w.Send(context.Background(), due("u", url), "b")
 	if err != nil || out.Status != notiflowv1.Status_STATUS_DELIVERED {
 		t.Fatalf("send: %+v, %v", out, err)
 	}
-	calls := rcv.Calls()
-	if len(calls) != 1 {
-		t.Fatalf("%d calls, want 1", len(calls))
+	r := <-got
+	if r.URL.Path != "/a//b/../c" || r.URL.RawQuery != "token=t&x=%2F" {
+		t.Errorf("path %q, query %q; want /a//b/../c and token=t&x=%%2F", r.URL.Path, r.URL.RawQuery)
 	}
-	c := calls[0]
-	if c.Path != "/a//b/../c" {
-		t.Errorf("path %q, want /a//b/../c", c.Path)
-	}
-	req := &http.Request{Header: c.Header}
-	if u, p, ok := req.BasicAuth(); !ok || u != "user" || p != "pa ss" {
+	if u, p, ok := r.BasicAuth(); !ok || u != "user" || p != "pa ss" {
 		t.Errorf("basic auth %q %q %v, want user / pa ss", u, p, ok)
 	}
 	for h, want := range map[string]string{"Idempotency-Key": "u", "User-Agent": userAgent, "Content-Type": "application/json", "Webhook-Id": "u"} {
-		if got := c.Header.Get(h); got != want {
+		if got := r.Header.Get(h); got != want {
 			t.Errorf("header %s = %q, want %q", h, got, want)
 		}
 	}
@@ -144,27 +145,166 @@ func TestWebhookLongAnswerKeepsItsStatus(t *testing.T) {
 	}
 }
 
-// An attempt ends when its context does, without waiting for the answer.
-func TestWebhookAttemptEndsWithContext(t *testing.T) {
+// A send whose context ends during an attempt lets that attempt run to
+// its deadline (no request of the send is left in flight once Send
+// returned), makes no other attempt and returns the context's error.
+func TestWebhookCancelledSendFinishesItsAttempt(t *testing.T) {
 	t.Parallel()
 	rcv := testkit.NewReceiver(t, nil)
 	rcv.SetHanging(true)
 	t.Cleanup(func() { rcv.SetHanging(false) })
-	w, _ := testWebhook(t, func(o *WebhookOptions) { o.AttemptTimeout, o.MaxElapsed = 30*time.Second, time.Minute })
+	const attemptTimeout = 500 * time.Millisecond
+	w, _ := testWebhook(t, func(o *WebhookOptions) { o.AttemptTimeout, o.MaxElapsed = attemptTimeout, time.Minute })
 	ctx, cancel := context.WithCancel(context.Background())
+	held := make(chan time.Time, 1)
 	go func() {
-		for rcv.Held() == 0 {
-			time.Sleep(5 * time.Millisecond)
-		}
-		cancel()
+		defer cancel()
+		testkit.Eventually(t, 5*time.Second, func() error {
+			if rcv.Held() == 0 {
+				return testkit.Errorf("no request held yet")
+			}
+			return nil
+		})
+		held <- time.Now()
 	}()
 	start := time.Now()
 	_, err := w.Send(ctx, due("held", rcv.URL+"/hook"), "b")
+	end := time.Now()
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("send: %v, want context.Canceled", err)
 	}
-	if el := time.Since(start); el > 5*time.Second {
-		t.Fatalf("send returned %s after the cancel's start, want at once", el)
+	if at := <-held; end.Before(start.Add(attemptTimeout)) || end.Sub(at) > 5*time.Second {
+		t.Fatalf("send returned %s after it started and %s after the cancel; want after the attempt's %s deadline, soon after the cancel",
+			end.Sub(start), end.Sub(at), attemptTimeout)
+	}
+	if n := rcv.Held(); n != 1 {
+		t.Fatalf("%d requests made, want the one attempt", n)
+	}
+}
+
+// An https endpoint that accepts connections but never answers the TLS
+// handshake fails the attempt by its deadline.
+func TestWebhookTLSHandshakeHasADeadline(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		conns []net.Conn // held open, silent
+	)
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	w, _ := testWebhook(t, func(o *WebhookOptions) { o.AttemptTimeout, o.MaxElapsed = 300*time.Millisecond, 300*time.Millisecond })
+	done := make(chan domainOutcome, 1)
+	go func() {
+		out, err := w.Send(context.Background(), due("tls", "https://"+ln.Addr().String()+"/hook"), "b")
+		done <- domainOutcome{out.Status, out.Err, err}
+	}()
+	select {
+	case o := <-done:
+		if o.err != nil || o.status != notiflowv1.Status_STATUS_FAILED || !strings.Contains(o.text, "no answer within") {
+			t.Fatalf("send: %v %q %v; want failed with no answer", o.status, o.text, o.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("send still waiting on the TLS handshake after 10 s (attempt timeout 300ms)")
+	}
+}
+
+type domainOutcome struct {
+	status notiflowv1.Status
+	text   string
+	err    error
+}
+
+// Requests waiting for one of an endpoint's connections get a new one when
+// another closes (answers with Connection: close): every send is delivered
+// in one attempt.
+func TestWebhookWaitingRequestsGetNewConnections(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		calls.Add(1)
+		time.Sleep(5 * time.Millisecond) // a queue forms behind the one connection
+		w.Header().Set("Connection", "close")
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	w, _ := testWebhook(t, func(o *WebhookOptions) { o.MaxConnsPerHost, o.BreakerFailures = 1, 1000 })
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			out, err := w.Send(context.Background(), due(strconv.Itoa(i), srv.URL+"/hook"), "b")
+			if err != nil || out.Status != notiflowv1.Status_STATUS_DELIVERED || out.Attempts != 1 {
+				t.Errorf("send %d: %+v, %v; want delivered in 1 attempt", i, out, err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := calls.Load(); n != 8 {
+		t.Fatalf("endpoint got %d calls, want 8", n)
+	}
+}
+
+// An answer with large headers (here 32 KiB of them) counts by its status.
+func TestWebhookAnswerWithLargeHeaders(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		for i := range 8 {
+			w.Header().Set("X-Large-"+strconv.Itoa(i), strings.Repeat("v", 4<<10))
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	w, _ := testWebhook(t, nil)
+	out, err := w.Send(context.Background(), due("hdr", srv.URL+"/hook"), "b")
+	if err != nil || out.Status != notiflowv1.Status_STATUS_DELIVERED || out.Attempts != 1 {
+		t.Fatalf("send: %+v, %v; want delivered in 1 attempt", out, err)
+	}
+}
+
+// A 2xx whose body is cut short (the connection closes before its
+// announced length) is delivered: the answer counts from its status.
+func TestWebhookCutAnswerBodyKeepsItsStatus(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		calls.Add(1)
+		c, buf, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			t.Errorf("hijack: %v", err)
+			return
+		}
+		_, _ = buf.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly this")
+		_ = buf.Flush()
+		_ = c.Close()
+	}))
+	t.Cleanup(srv.Close)
+	w, _ := testWebhook(t, nil)
+	out, err := w.Send(context.Background(), due("cut", srv.URL+"/hook"), "b")
+	if err != nil || out.Status != notiflowv1.Status_STATUS_DELIVERED || out.Attempts != 1 || calls.Load() != 1 {
+		t.Fatalf("send: %+v, %v after %d calls; want delivered by the one call", out, err, calls.Load())
 	}
 }
 
