@@ -43,6 +43,11 @@ type Config struct {
 	MaxInFlight             int           `env:"NOTIFLOW_MAX_IN_FLIGHT" default:"10000"`
 	MaxInFlightPerPartition int           `env:"NOTIFLOW_MAX_IN_FLIGHT_PER_PARTITION" default:"2000"`
 	CommitInterval          time.Duration `env:"NOTIFLOW_COMMIT_INTERVAL" default:"200ms"`
+	// ResultLinger is how long the results writer holds a partition's
+	// batch open for more results (kafka-go's BatchTimeout): longer means
+	// fewer, larger produce requests, which cost Kafka and the dispatcher
+	// less per result, and each result's publish waits up to that long.
+	ResultLinger time.Duration `env:"NOTIFLOW_RESULT_LINGER" default:"10ms"`
 
 	// Redis: dedup markers, rate-limit counters, simulated-send counts.
 	RedisAddr     string `env:"NOTIFLOW_REDIS_ADDR" default:"127.0.0.1:6379"`
@@ -146,6 +151,9 @@ func (c Config) Validate() error {
 	}
 	if c.CommitInterval < 10*time.Millisecond {
 		add("NOTIFLOW_COMMIT_INTERVAL", "must be at least 10ms, got %s", c.CommitInterval)
+	}
+	if c.ResultLinger < time.Millisecond || c.ResultLinger > time.Second {
+		add("NOTIFLOW_RESULT_LINGER", "must be between 1ms and 1s, got %s", c.ResultLinger)
 	}
 	if c.RedisAddr == "" {
 		add("NOTIFLOW_REDIS_ADDR", "must not be empty")

@@ -28,8 +28,8 @@ func TestDefaultsAreValid(t *testing.T) {
 	want := Config{
 		HTTPAddr: ":8081", LogLevel: "info", ShutdownTimeout: 20 * time.Second, DrainTimeout: 15 * time.Second, GCPercent: 300,
 		Group: "notiflow-dispatcher", Ordering: "key", Workers: 512, MaxInFlight: 10000, MaxInFlightPerPartition: 2000,
-		CommitInterval: 200 * time.Millisecond,
-		RedisAddr:      "127.0.0.1:6379", RedisPrefix: "notiflow:", RedisTimeout: 2 * time.Second, RedisBatch: 256, RedisPipelines: 2,
+		CommitInterval: 200 * time.Millisecond, ResultLinger: 10 * time.Millisecond,
+		RedisAddr: "127.0.0.1:6379", RedisPrefix: "notiflow:", RedisTimeout: 2 * time.Second, RedisBatch: 256, RedisPipelines: 2,
 		InflightTTL: 15 * time.Second, DedupTTL: 7 * 24 * time.Hour, RateWindow: time.Minute, RateLimitPolicy: "defer", TemplateCache: 5 * time.Second,
 		WebhookTimeout: 5 * time.Second, WebhookMaxElapsed: 2 * time.Minute, WebhookBackoffMin: 200 * time.Millisecond,
 		WebhookBackoffMax: 10 * time.Second, WebhookMaxConnsPerHost: 64, WebhookSecretCache: 10 * time.Second, BreakerFailures: 5, BreakerCooldown: 10 * time.Second,
@@ -84,6 +84,8 @@ func TestValidateNamesTheVariable(t *testing.T) {
 		{map[string]string{"NOTIFLOW_BREAKER_FAILURES": "0"}, "NOTIFLOW_BREAKER_FAILURES"},
 		{map[string]string{"NOTIFLOW_KAFKA_BROKERS": ","}, "NOTIFLOW_KAFKA_BROKERS"},
 		{map[string]string{"NOTIFLOW_GC_PERCENT": "-5"}, "NOTIFLOW_GC_PERCENT"},
+		{map[string]string{"NOTIFLOW_RESULT_LINGER": "0s"}, "NOTIFLOW_RESULT_LINGER"},
+		{map[string]string{"NOTIFLOW_RESULT_LINGER": "2s"}, "NOTIFLOW_RESULT_LINGER"},
 		{map[string]string{"NOTIFLOW_WEBHOOK_SIGNING_SECRET": "whsec_dG9vIHNob3J0"}, "NOTIFLOW_WEBHOOK_SIGNING_SECRET: entry 1"},
 		{map[string]string{"NOTIFLOW_WEBHOOK_SECRET_CACHE": "1h"}, "NOTIFLOW_WEBHOOK_SECRET_CACHE"},
 	}

@@ -155,6 +155,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 		// largest allocator (and a fuller batch is simply followed by the
 		// next one).
 		BatchSize: resultBatchSize,
+		// Results arrive one by one from many workers: a batch held open
+		// for NOTIFLOW_RESULT_LINGER collects more of them per produce
+		// request than kafkax's 2 ms default.
+		BatchTimeout: cfg.ResultLinger,
 	})
 	dlq := kafkax.NewDeadLetter(s.writer, cfg.Kafka.TopicDLQ, "dispatcher")
 	senders := map[notiflowv1.Channel]app.Sender{
