@@ -7,15 +7,18 @@ require (
 	github.com/notiflow/notiflow/lib v0.0.0
 	github.com/segmentio/kafka-go v0.4.51
 	github.com/standard-webhooks/standard-webhooks/libraries v1.3.0
+	github.com/valyala/fasthttp v1.79.0
 )
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/molecule-man/go-brrr v1.3.1 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/client_golang v1.25.0 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
+	github.com/valyala/bytebufferpool v1.0.0 // indirect
 )
 
 require (
@@ -23,7 +26,7 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/influxdata/tdigest v0.0.1 // indirect
 	github.com/josharian/intern v1.0.0 // indirect
-	github.com/klauspost/compress v1.20.1 // indirect
+	github.com/klauspost/compress v1.20.4 // indirect
 	github.com/mailru/easyjson v0.7.7 // indirect
 	github.com/notiflow/notiflow/proto v0.0.0
 	github.com/notiflow/notiflow/services/sink v0.0.0
@@ -32,10 +35,10 @@ require (
 	github.com/rs/dnscache v0.0.0-20230804202142-fc85eb664529 // indirect
 	github.com/tsenart/vegeta/v12 v12.13.0
 	go.uber.org/atomic v1.12.0 // indirect
-	golang.org/x/net v0.59.0 // indirect
+	golang.org/x/net v0.62.0 // indirect
 	golang.org/x/sync v0.25.0
-	golang.org/x/sys v0.48.0 // indirect
-	golang.org/x/text v0.42.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/protobuf v1.36.12
 )
 

@@ -3,8 +3,9 @@ package receiver_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"net"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -27,9 +28,29 @@ func call(t *testing.T, url, key, secret string, body []byte, tamper bool) int {
 // send posts body to the receiver at url as the dispatcher does, signed
 // with secret (over a changed body when tamper), and returns the status.
 func send(url, key, secret string, body []byte, tamper bool) (int, error) {
-	req, err := http.NewRequest(http.MethodPost, url+"/hook", bytes.NewReader(body))
+	req, err := buildRequest(url, key, secret, body, tamper)
 	if err != nil {
 		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// signedRequest is the dispatcher's call of key with body, signed.
+func signedRequest(url, key, secret string, body []byte) (*http.Request, error) {
+	return buildRequest(url, key, secret, body, false)
+}
+
+// buildRequest is the dispatcher's call of key (no Idempotency-Key when
+// empty) with body, signed with secret (over a changed body when tamper).
+func buildRequest(url, key, secret string, body []byte, tamper bool) (*http.Request, error) {
+	req, err := http.NewRequest(http.MethodPost, url+"/hook", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if key != "" {
@@ -37,19 +58,14 @@ func send(url, key, secret string, body []byte, tamper bool) (int, error) {
 	}
 	k, err := webhooksig.Decode(secret)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	signed := body
 	if tamper {
 		signed = append([]byte("x"), body...)
 	}
 	webhooksig.SetHeaders(req.Header, [][]byte{k}, key, time.Now(), signed)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	resp.Body.Close()
-	return resp.StatusCode, nil
+	return req, nil
 }
 
 func stats(t *testing.T, url string) receiver.Stats {
@@ -67,6 +83,28 @@ func stats(t *testing.T, url string) receiver.Stats {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// serve runs r's server on a loopback port until the test ends and returns
+// its base URL.
+func serve(t *testing.T, r *receiver.Receiver) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := r.Server()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		if err := srv.Shutdown(); err != nil {
+			t.Errorf("shut the receiver down: %v", err)
+		}
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return "http://" + ln.Addr().String()
 }
 
 func secret(t *testing.T) string {
@@ -89,40 +127,39 @@ func TestReceiverCounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(r)
-	t.Cleanup(srv.Close)
-	if resp, err := http.Get(srv.URL + receiver.PathReady); err != nil || resp.StatusCode != http.StatusOK {
+	url := serve(t, r)
+	if resp, err := http.Get(url + receiver.PathReady); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET /readyz: %v %v", resp, err)
 	}
-	if s := stats(t, srv.URL); s != (receiver.Stats{}) {
+	if s := stats(t, url); s != (receiver.Stats{}) {
 		t.Fatalf("stats before any call = %+v", s)
 	}
 	body := []byte(`{"notification_id":"n-1","body":"hello"}`)
 
 	start := time.Now()
-	if code := call(t, srv.URL, "n-1", sec, body, false); code != http.StatusOK {
+	if code := call(t, url, "n-1", sec, body, false); code != http.StatusOK {
 		t.Fatalf("valid call: %d, want 200", code)
 	}
 	if took := time.Since(start); took < delay {
 		t.Errorf("valid call answered after %s, before the %s delay", took, delay)
 	}
-	if code := call(t, srv.URL, "n-2", sec, body, false); code != http.StatusOK {
+	if code := call(t, url, "n-2", sec, body, false); code != http.StatusOK {
 		t.Fatalf("second key: %d, want 200", code)
 	}
-	if code := call(t, srv.URL, "n-1", sec, body, false); code != http.StatusOK {
+	if code := call(t, url, "n-1", sec, body, false); code != http.StatusOK {
 		t.Fatalf("duplicate: %d, want 200 (a receiver keeps its answer)", code)
 	}
-	if code := call(t, srv.URL, "", sec, body, false); code != http.StatusBadRequest {
+	if code := call(t, url, "", sec, body, false); code != http.StatusBadRequest {
 		t.Fatalf("no key: %d, want 400", code)
 	}
-	if code := call(t, srv.URL, "n-3", sec, body, true); code != http.StatusUnauthorized {
+	if code := call(t, url, "n-3", sec, body, true); code != http.StatusUnauthorized {
 		t.Fatalf("tampered body: %d, want 401", code)
 	}
-	if code := call(t, srv.URL, "n-4", secret(t), body, false); code != http.StatusUnauthorized {
+	if code := call(t, url, "n-4", secret(t), body, false); code != http.StatusUnauthorized {
 		t.Fatalf("another secret: %d, want 401", code)
 	}
 	// An unsigned call.
-	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/hook", bytes.NewReader(body))
+	req, _ := http.NewRequest(http.MethodPost, url+"/hook", bytes.NewReader(body))
 	req.Header.Set("Idempotency-Key", "n-5")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -133,7 +170,7 @@ func TestReceiverCounts(t *testing.T) {
 		t.Fatalf("unsigned call: %d, want 401", resp.StatusCode)
 	}
 
-	s := stats(t, srv.URL)
+	s := stats(t, url)
 	if s.FirstAt.IsZero() || s.LastAt.Before(s.FirstAt) || s.FirstAt.Before(start.Add(-time.Second)) {
 		t.Errorf("first/last call at %s / %s (test started %s)", s.FirstAt, s.LastAt, start)
 	}
@@ -154,8 +191,7 @@ func TestReceiverCountsOverlappingDuplicates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(r)
-	t.Cleanup(srv.Close)
+	url := serve(t, r)
 	body := []byte(`{"notification_id":"n-9","body":"hello"}`)
 	type answer struct {
 		code int
@@ -164,7 +200,7 @@ func TestReceiverCountsOverlappingDuplicates(t *testing.T) {
 	answers := make(chan answer, 2)
 	for range 2 {
 		go func() {
-			code, err := send(srv.URL, "n-9", sec, body, false)
+			code, err := send(url, "n-9", sec, body, false)
 			answers <- answer{code, err}
 		}()
 	}
@@ -173,7 +209,7 @@ func TestReceiverCountsOverlappingDuplicates(t *testing.T) {
 			t.Fatalf("call: %d %v, want 200", a.code, a.err)
 		}
 	}
-	s := stats(t, srv.URL)
+	s := stats(t, url)
 	if s.Calls != 2 || s.Distinct != 1 || s.Duplicates != 1 {
 		t.Fatalf("stats = %+v, want 2 calls, 1 distinct, 1 duplicate", s)
 	}
@@ -186,5 +222,50 @@ func TestNewRefusesBadSettings(t *testing.T) {
 	}
 	if _, err := receiver.New(secret(t), -time.Millisecond); err == nil {
 		t.Error("New accepted a negative delay")
+	}
+}
+
+// TestReceiverCountsACallItsClientGaveUpOn: a call whose client stopped
+// waiting before the delay passed was still acted on, so the same key sent
+// again is a duplicate; a body over the limit is refused unread.
+func TestReceiverCountsACallItsClientGaveUpOn(t *testing.T) {
+	t.Parallel()
+	sec := secret(t)
+	delay := 300 * time.Millisecond
+	r, err := receiver.New(sec, delay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := serve(t, r)
+	body := []byte(`{"notification_id":"n-7","body":"hello"}`)
+	impatient := &http.Client{Timeout: 50 * time.Millisecond}
+	req, err := signedRequest(url, "n-7", sec, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var timeout net.Error
+	if resp, err := impatient.Do(req); !errors.As(err, &timeout) || !timeout.Timeout() {
+		if err == nil {
+			resp.Body.Close()
+		}
+		t.Fatalf("impatient call: %v, want a client timeout", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for s := stats(t, url); s.InFlight != 0 || s.Distinct != 1; s = stats(t, url) {
+		if time.Now().After(deadline) {
+			t.Fatalf("stats = %+v, want the abandoned call answered (1 distinct, none in flight)", s)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if code := call(t, url, "n-7", sec, body, false); code != http.StatusOK {
+		t.Fatalf("call sent again: %d, want 200", code)
+	}
+	if s := stats(t, url); s.Calls != 2 || s.Distinct != 1 || s.Duplicates != 1 {
+		t.Fatalf("stats = %+v, want 2 calls, 1 distinct, 1 duplicate", s)
+	}
+
+	big := bytes.Repeat([]byte("x"), 1<<20+1)
+	if code := call(t, url, "n-8", sec, big, false); code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("body over 1 MiB: %d, want 413", code)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"time"
 
@@ -30,7 +29,7 @@ func cmdReceive(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("receiver: listen on %s: %w", *addr, err)
 	}
-	srv := &http.Server{Handler: r, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 2 * time.Minute}
+	srv := r.Server()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	fmt.Printf("webhook receiver on http://%s, answering after %s\n", ln.Addr(), *delay)
@@ -41,7 +40,7 @@ func cmdReceive(ctx context.Context, args []string) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	err = srv.Shutdown(sctx)
+	err = srv.ShutdownWithContext(sctx)
 	s := r.Stats()
 	fmt.Printf("webhook receiver stopping: calls %d, distinct %d, duplicates %d, missing Idempotency-Key %d, bad signatures %d\n",
 		s.Calls, s.Distinct, s.Duplicates, s.MissingIdempotencyKey, s.BadSignatures)
