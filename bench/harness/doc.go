@@ -3,5 +3,7 @@
 // the demo and the fault-injection suite: it builds the binaries, starts,
 // kills and restarts processes, gives each run its own database, topics,
 // consumer groups and Redis prefix, and talks to the scheduler's admin API.
-// The webhook receiver that records every call is lib/testkit's Receiver.
+// The demo's and the fault-injection suite's webhook receiver, which records
+// every call, is lib/testkit's Receiver; the webhook benchmark's is
+// bench/receiver, run as a process of its own (StartReceiver).
 package harness

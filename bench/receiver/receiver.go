@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -34,7 +35,9 @@ const (
 
 // Stats are the receiver's counters since it started (GET /stats).
 type Stats struct {
-	// Calls is every webhook request received, answered or not yet.
+	// Calls is every webhook request that reached the handler, answered or
+	// not yet; a request refused while it was read (a body over 1 MiB,
+	// malformed HTTP) is not counted.
 	Calls int64 `json:"calls"`
 	// Distinct is the number of distinct Idempotency-Keys answered 2xx:
 	// the distinct occurrences delivered.
@@ -104,14 +107,18 @@ func (r *Receiver) Stats() Stats {
 // call: 400 without an Idempotency-Key, 401 when the signature does not
 // verify, else 200 after the delay. fasthttp rather than net/http: the
 // receiver shares the machine's cores with the pipeline it measures, and
-// fasthttp's server costs about half of net/http's CPU per call.
+// fasthttp's server costs about two thirds of net/http's CPU per call.
 //
 // A call counts as answered once its delay has passed and its key is then
 // marked, whether or not its client still waits (fasthttp does not tell a
 // handler that its client left): a call sent again after its client gave
-// up on it (a timeout, with a delay longer than the dispatcher's attempt
-// timeout) counts as a duplicate, as it is for a receiver that acted on
-// the first call. A body over 1 MiB is refused (413) unread.
+// up on it (a timeout, with a delay near or above the dispatcher's
+// attempt timeout) counts as a duplicate, as it is for a receiver that
+// acted on the first call. A body announced over 1 MiB (Content-Length) is
+// refused with 413 before it is read; the connection is then closed, so a
+// client still sending the body may see a reset instead of the answer.
+// Other requests that cannot be read are answered 408 (read timeout), 431
+// (headers too large) or 400.
 func (r *Receiver) Server() *fasthttp.Server {
 	return &fasthttp.Server{
 		Handler:               r.handle,
@@ -127,7 +134,16 @@ func (r *Receiver) Server() *fasthttp.Server {
 				ctx.Error("body over 1 MiB", fasthttp.StatusRequestEntityTooLarge)
 				return
 			}
-			ctx.Error("bad request: "+err.Error(), fasthttp.StatusBadRequest)
+			var small *fasthttp.ErrSmallBuffer
+			var nerr net.Error
+			switch {
+			case errors.As(err, &small):
+				ctx.Error("request headers too large", fasthttp.StatusRequestHeaderFieldsTooLarge)
+			case errors.As(err, &nerr) && nerr.Timeout():
+				ctx.Error("request timeout", fasthttp.StatusRequestTimeout)
+			default:
+				ctx.Error("bad request: "+err.Error(), fasthttp.StatusBadRequest)
+			}
 		},
 	}
 }

@@ -1,11 +1,15 @@
 package receiver_test
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -227,45 +231,86 @@ func TestNewRefusesBadSettings(t *testing.T) {
 
 // TestReceiverCountsACallItsClientGaveUpOn: a call whose client stopped
 // waiting before the delay passed was still acted on, so the same key sent
-// again is a duplicate; a body over the limit is refused unread.
+// again is a duplicate.
 func TestReceiverCountsACallItsClientGaveUpOn(t *testing.T) {
 	t.Parallel()
 	sec := secret(t)
-	delay := 300 * time.Millisecond
-	r, err := receiver.New(sec, delay)
+	r, err := receiver.New(sec, 300*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
 	url := serve(t, r)
 	body := []byte(`{"notification_id":"n-7","body":"hello"}`)
-	impatient := &http.Client{Timeout: 50 * time.Millisecond}
 	req, err := signedRequest(url, "n-7", sec, body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var timeout net.Error
-	if resp, err := impatient.Do(req); !errors.As(err, &timeout) || !timeout.Timeout() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	gaveUp := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req.WithContext(ctx))
 		if err == nil {
 			resp.Body.Close()
 		}
-		t.Fatalf("impatient call: %v, want a client timeout", err)
+		gaveUp <- err
+	}()
+	waitFor(t, r, "the call in flight", func(s receiver.Stats) bool { return s.InFlight == 1 })
+	cancel()
+	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+		t.Fatalf("abandoned call: %v, want the client's cancellation", err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for s := stats(t, url); s.InFlight != 0 || s.Distinct != 1; s = stats(t, url) {
-		if time.Now().After(deadline) {
-			t.Fatalf("stats = %+v, want the abandoned call answered (1 distinct, none in flight)", s)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFor(t, r, "the abandoned call answered", func(s receiver.Stats) bool { return s.InFlight == 0 && s.Distinct == 1 })
 	if code := call(t, url, "n-7", sec, body, false); code != http.StatusOK {
 		t.Fatalf("call sent again: %d, want 200", code)
 	}
-	if s := stats(t, url); s.Calls != 2 || s.Distinct != 1 || s.Duplicates != 1 {
+	if s := r.Stats(); s.Calls != 2 || s.Distinct != 1 || s.Duplicates != 1 {
 		t.Fatalf("stats = %+v, want 2 calls, 1 distinct, 1 duplicate", s)
 	}
+}
 
-	big := bytes.Repeat([]byte("x"), 1<<20+1)
-	if code := call(t, url, "n-8", sec, big, false); code != http.StatusRequestEntityTooLarge {
-		t.Fatalf("body over 1 MiB: %d, want 413", code)
+// TestReceiverRefusesALargeBodyUnread: a call announcing a body over 1 MiB
+// is answered 413 from its headers alone and not counted.
+func TestReceiverRefusesALargeBodyUnread(t *testing.T) {
+	t.Parallel()
+	r, err := receiver.New(secret(t), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := serve(t, r)
+	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(url, "http://"), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	// The headers only: the answer must come without the body being sent.
+	if _, err := fmt.Fprintf(conn, "POST /hook HTTP/1.1\r\nHost: receiver\r\nIdempotency-Key: n-8\r\nContent-Length: %d\r\n\r\n", 1<<20+1); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("read the answer: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("body over 1 MiB: %d, want 413", resp.StatusCode)
+	}
+	if s := r.Stats(); s.Calls != 0 {
+		t.Fatalf("stats = %+v, want the refused call not counted", s)
+	}
+}
+
+// waitFor polls r's counters until ok holds, failing the test after 5 s.
+func waitFor(t *testing.T, r *receiver.Receiver, what string, ok func(receiver.Stats) bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for s := r.Stats(); !ok(s); s = r.Stats() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: stats = %+v after 5s", what, s)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -43,10 +43,11 @@ type Config struct {
 	MaxInFlight             int           `env:"NOTIFLOW_MAX_IN_FLIGHT" default:"10000"`
 	MaxInFlightPerPartition int           `env:"NOTIFLOW_MAX_IN_FLIGHT_PER_PARTITION" default:"2000"`
 	CommitInterval          time.Duration `env:"NOTIFLOW_COMMIT_INTERVAL" default:"200ms"`
-	// ResultLinger is how long the results writer holds a partition's
-	// batch open for more results (kafka-go's BatchTimeout): longer means
-	// fewer, larger produce requests, which cost Kafka and the dispatcher
-	// less per result, and each result's publish waits up to that long.
+	// ResultLinger is how long the dispatcher's Kafka writer, which
+	// produces the results and the dead letters, holds a partition's batch
+	// open for more records (kafka-go's BatchTimeout): longer means fewer,
+	// larger produce requests, which cost Kafka and the dispatcher less per
+	// result, and each publish waits up to that much longer.
 	ResultLinger time.Duration `env:"NOTIFLOW_RESULT_LINGER" default:"10ms"`
 
 	// Redis: dedup markers, rate-limit counters, simulated-send counts.

@@ -85,7 +85,8 @@ func TestValidateNamesTheVariable(t *testing.T) {
 		{map[string]string{"NOTIFLOW_KAFKA_BROKERS": ","}, "NOTIFLOW_KAFKA_BROKERS"},
 		{map[string]string{"NOTIFLOW_GC_PERCENT": "-5"}, "NOTIFLOW_GC_PERCENT"},
 		{map[string]string{"NOTIFLOW_RESULT_LINGER": "0s"}, "NOTIFLOW_RESULT_LINGER"},
-		{map[string]string{"NOTIFLOW_RESULT_LINGER": "2s"}, "NOTIFLOW_RESULT_LINGER"},
+		{map[string]string{"NOTIFLOW_RESULT_LINGER": "999us"}, "NOTIFLOW_RESULT_LINGER"},
+		{map[string]string{"NOTIFLOW_RESULT_LINGER": "1001ms"}, "NOTIFLOW_RESULT_LINGER"},
 		{map[string]string{"NOTIFLOW_WEBHOOK_SIGNING_SECRET": "whsec_dG9vIHNob3J0"}, "NOTIFLOW_WEBHOOK_SIGNING_SECRET: entry 1"},
 		{map[string]string{"NOTIFLOW_WEBHOOK_SECRET_CACHE": "1h"}, "NOTIFLOW_WEBHOOK_SECRET_CACHE"},
 	}
@@ -96,6 +97,20 @@ func TestValidateNamesTheVariable(t *testing.T) {
 		}
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%v: error %v, want one naming %s", tt.give, err, tt.want)
+		}
+	}
+}
+
+// TestResultLingerBounds: the limits themselves are accepted.
+func TestResultLingerBounds(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{"1ms", "1s"} {
+		c, err := load(map[string]string{"NOTIFLOW_RESULT_LINGER": v})
+		if err == nil {
+			err = c.Validate()
+		}
+		if err != nil {
+			t.Errorf("NOTIFLOW_RESULT_LINGER=%s: %v", v, err)
 		}
 	}
 }
