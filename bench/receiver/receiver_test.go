@@ -89,6 +89,18 @@ func stats(t *testing.T, url string) receiver.Stats {
 	return s
 }
 
+// start serves a new receiver answering after delay, with a new secret,
+// until the test ends; it returns the receiver, its secret and base URL.
+func start(t *testing.T, delay time.Duration) (*receiver.Receiver, string, string) {
+	t.Helper()
+	sec := secret(t)
+	r, err := receiver.New(sec, delay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, sec, serve(t, r)
+}
+
 // serve runs r's server on a loopback port until the test ends and returns
 // its base URL.
 func serve(t *testing.T, r *receiver.Receiver) string {
@@ -190,12 +202,7 @@ func TestReceiverCounts(t *testing.T) {
 // occurrence and one duplicate, however they interleave.
 func TestReceiverCountsOverlappingDuplicates(t *testing.T) {
 	t.Parallel()
-	sec := secret(t)
-	r, err := receiver.New(sec, 300*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := serve(t, r)
+	_, sec, url := start(t, 300*time.Millisecond)
 	body := []byte(`{"notification_id":"n-9","body":"hello"}`)
 	type answer struct {
 		code int
@@ -234,12 +241,7 @@ func TestNewRefusesBadSettings(t *testing.T) {
 // again is a duplicate.
 func TestReceiverCountsACallItsClientGaveUpOn(t *testing.T) {
 	t.Parallel()
-	sec := secret(t)
-	r, err := receiver.New(sec, 300*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := serve(t, r)
+	r, sec, url := start(t, 300*time.Millisecond)
 	body := []byte(`{"notification_id":"n-7","body":"hello"}`)
 	req, err := signedRequest(url, "n-7", sec, body)
 	if err != nil {
@@ -273,11 +275,7 @@ func TestReceiverCountsACallItsClientGaveUpOn(t *testing.T) {
 // is answered 413 from its headers alone and not counted.
 func TestReceiverRefusesALargeBodyUnread(t *testing.T) {
 	t.Parallel()
-	r, err := receiver.New(secret(t), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := serve(t, r)
+	r, _, url := start(t, 0)
 	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(url, "http://"), 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
