@@ -44,11 +44,6 @@ func send(url, key, secret string, body []byte, tamper bool) (int, error) {
 	return resp.StatusCode, nil
 }
 
-// signedRequest is the dispatcher's call of key with body, signed.
-func signedRequest(url, key, secret string, body []byte) (*http.Request, error) {
-	return buildRequest(url, key, secret, body, false)
-}
-
 // buildRequest is the dispatcher's call of key (no Idempotency-Key when
 // empty) with body, signed with secret (over a changed body when tamper).
 func buildRequest(url, key, secret string, body []byte, tamper bool) (*http.Request, error) {
@@ -243,7 +238,7 @@ func TestReceiverCountsACallItsClientGaveUpOn(t *testing.T) {
 	t.Parallel()
 	r, sec, url := start(t, 300*time.Millisecond)
 	body := []byte(`{"notification_id":"n-7","body":"hello"}`)
-	req, err := signedRequest(url, "n-7", sec, body)
+	req, err := buildRequest(url, "n-7", sec, body, false)
 	if err != nil {
 		t.Fatal(err)
 	}
