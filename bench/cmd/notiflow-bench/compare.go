@@ -47,5 +47,5 @@ func cmdCompare(ctx context.Context, args []string) error {
 		ratio = tuned.Run.Report.MsgsPerSecond / n
 	}
 	fmt.Printf("\ntuned / naive = %.1fx (%.0f vs %.0f notifications/s)\n", ratio, tuned.Run.Report.MsgsPerSecond, naive.Run.Report.MsgsPerSecond)
-	return writeJSON(filepath.Join(root, *out), map[string]any{"naive": naive, "tuned": tuned, "ratio": ratio})
+	return writeJSON(outPath(root, *out), map[string]any{"naive": naive, "tuned": tuned, "ratio": ratio})
 }

@@ -100,7 +100,7 @@ func cmdInbox(ctx context.Context, args []string) error {
 		printLoad("unread count", *res.UnreadCount)
 	}
 	fmt.Printf("CPU during the load (cores): %v; whole machine busy: %.2f cores\n", res.CPUShare, res.MachineBusyCores)
-	return errors.Join(writeJSON(filepath.Join(root, o.Out), res), err)
+	return errors.Join(writeJSON(outPath(root, o.Out), res), err)
 }
 
 // inboxBenchmark seeds the table unless a previous run did, starts a sink

@@ -31,10 +31,7 @@ func newProfiler(ctx context.Context, root string, o options, db *sql.DB, databa
 	if o.Profile == "" {
 		return nil, nil
 	}
-	dir := o.Profile
-	if !filepath.IsAbs(dir) {
-		dir = filepath.Join(root, dir)
-	}
+	dir := outPath(root, o.Profile)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create the profile directory: %w", err)
 	}

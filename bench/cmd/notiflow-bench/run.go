@@ -109,7 +109,7 @@ func cmdRun(ctx context.Context, args []string) error {
 	res, err := benchmark(ctx, root, o)
 	if res != nil && res.Run != nil && res.Run.Report != nil {
 		printReport("notiflow benchmark", res)
-		if werr := writeJSON(filepath.Join(root, o.Out), res); werr != nil && err == nil {
+		if werr := writeJSON(outPath(root, o.Out), res); werr != nil && err == nil {
 			err = werr
 		}
 	}
@@ -376,6 +376,16 @@ func benchmarkLine(run *harness.Run) string {
 	r := run.Report
 	return fmt.Sprintf("[NOTIFLOW BENCHMARK] eligible=%d outboxCreated=%d eventPublishSec=%.3f totalSec=%.3f msgsPerSecond=%.0f lost=%d duplicates=%d",
 		r.Eligible, r.OutboxCreated, r.EventPublishSec, r.TotalSec, r.MsgsPerSecond, r.Lost, r.Duplicates)
+}
+
+// outPath is where a report named on the command line goes: an absolute
+// path as given, a relative one under the repository root (the default
+// names bench/results/...).
+func outPath(root, p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(root, p)
 }
 
 func writeJSON(path string, v any) error {
