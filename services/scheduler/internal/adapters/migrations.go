@@ -269,6 +269,21 @@ var migrations = []mysqlx.Migration{
 			return addIndex(ctx, conn, "notification_targets", "idx_targets_fenced", "fenced_at")
 		},
 	},
+	{
+		// The change feed of webhook_secrets (SecretChanges): an
+		// incremental sync to Redis reads (updated_at, target_id, version)
+		// from this index alone, in its order, and reads whole records
+		// only for the versions it has not seen in Redis yet. It replaces
+		// the index on updated_at alone.
+		Version: 10,
+		Name:    "webhook secrets change feed",
+		Then: func(ctx context.Context, conn *sql.Conn) error {
+			if err := addIndex(ctx, conn, "webhook_secrets", "idx_webhook_secrets_changes", "updated_at, target_id, version"); err != nil {
+				return err
+			}
+			return dropIndex("webhook_secrets", "idx_webhook_secrets_updated")(ctx, conn)
+		},
+	},
 }
 
 // hasColumn reports whether table of the current database has column.

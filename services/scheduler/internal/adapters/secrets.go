@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/notiflow/notiflow/lib/webhooksig"
+	"github.com/notiflow/notiflow/services/scheduler/internal/app"
 	"github.com/notiflow/notiflow/services/scheduler/internal/domain"
 )
 
@@ -97,22 +98,92 @@ func (s *MySQLStore) SecretPage(ctx context.Context, afterID int64, since time.T
 	out := map[int64]webhooksig.Record{}
 	last := afterID
 	for rows.Next() {
-		var (
-			id    int64
-			rec   webhooksig.Record
-			prev  sql.NullString
-			until sql.NullTime
-		)
-		if err := rows.Scan(&id, &rec.Current, &prev, &until, &rec.Version); err != nil {
-			return nil, 0, fmt.Errorf("read webhook secret: %w", err)
+		id, rec, err := scanSecret(rows)
+		if err != nil {
+			return nil, 0, err
 		}
-		rec.Previous, rec.PreviousUntil = prev.String, until.Time
 		out[id], last = rec, id
 	}
 	if err := rows.Err(); err != nil {
 		return nil, 0, fmt.Errorf("read webhook secrets: %w", err)
 	}
 	return out, last, nil
+}
+
+// SecretChanges returns up to limit (target id, version, updated_at) of
+// the webhook_secrets rows updated after (at, afterID) in (updated_at,
+// target_id) order: at a later updated_at, or at at itself with a target
+// id above afterID. Rows of deleted targets are included. It reads only
+// the index idx_webhook_secrets_changes, never a row's secrets.
+func (s *MySQLStore) SecretChanges(ctx context.Context, at time.Time, afterID int64, limit int) ([]app.SecretChange, error) {
+	at = at.UTC()
+	rows, err := s.db.QueryContext(ctx, `SELECT target_id, version, updated_at FROM webhook_secrets
+		WHERE updated_at > ? OR (updated_at = ? AND target_id > ?)
+		ORDER BY updated_at, target_id LIMIT ?`, at, at, afterID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read webhook secret changes: %w", err)
+	}
+	defer rows.Close()
+	out := make([]app.SecretChange, 0, limit)
+	for rows.Next() {
+		var c app.SecretChange
+		if err := rows.Scan(&c.TargetID, &c.Version, &c.UpdatedAt); err != nil {
+			return nil, fmt.Errorf("read webhook secret change: %w", err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read webhook secret changes: %w", err)
+	}
+	return out, nil
+}
+
+// SecretsOf returns the records of those of ids whose target is live
+// (not deleted).
+func (s *MySQLStore) SecretsOf(ctx context.Context, ids []int64) (map[int64]webhooksig.Record, error) {
+	out := map[int64]webhooksig.Record{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	args := make([]any, 0, len(ids)+1)
+	args = append(args, string(domain.StatusDeleted))
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT w.target_id, w.secret, w.previous_secret, w.previous_until, w.version
+		FROM webhook_secrets w JOIN notification_targets t ON t.id = w.target_id
+		WHERE t.status <> ? AND w.target_id IN (?`+strings.Repeat(",?", len(ids)-1)+`)`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read %d webhook secrets: %w", len(ids), err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		id, rec, err := scanSecret(rows)
+		if err != nil {
+			return nil, err
+		}
+		out[id] = rec
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read %d webhook secrets: %w", len(ids), err)
+	}
+	return out, nil
+}
+
+// scanSecret reads a (target_id, secret, previous_secret, previous_until,
+// version) row.
+func scanSecret(rows *sql.Rows) (int64, webhooksig.Record, error) {
+	var (
+		id    int64
+		rec   webhooksig.Record
+		prev  sql.NullString
+		until sql.NullTime
+	)
+	if err := rows.Scan(&id, &rec.Current, &prev, &until, &rec.Version); err != nil {
+		return 0, webhooksig.Record{}, fmt.Errorf("read webhook secret: %w", err)
+	}
+	rec.Previous, rec.PreviousUntil = prev.String, until.Time
+	return id, rec, nil
 }
 
 // DBNow returns the database's clock (UTC), the one updated_at uses.

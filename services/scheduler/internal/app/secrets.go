@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,8 +22,23 @@ type SecretStore interface {
 	// SecretPage returns up to limit records of live targets with an id
 	// above afterID and updated at or after since, and the last id read.
 	SecretPage(ctx context.Context, afterID int64, since time.Time, limit int) (map[int64]webhooksig.Record, int64, error)
+	// SecretChanges returns up to limit changes of records (deleted
+	// targets' included) updated after (at, afterID) in (updated_at,
+	// target id) order: at a later updated_at, or at at itself with a
+	// target id above afterID.
+	SecretChanges(ctx context.Context, at time.Time, afterID int64, limit int) ([]SecretChange, error)
+	// SecretsOf returns the records of those of ids whose target is live.
+	SecretsOf(ctx context.Context, ids []int64) (map[int64]webhooksig.Record, error)
 	// DBNow is the clock updated_at is stamped with.
 	DBNow(ctx context.Context) (time.Time, error)
+}
+
+// SecretChange is one entry of the secrets' change feed: a target's
+// record is at Version since UpdatedAt.
+type SecretChange struct {
+	TargetID  int64
+	Version   int64
+	UpdatedAt time.Time
 }
 
 // SecretCache is the copy of the secrets the dispatcher reads
@@ -46,6 +62,14 @@ const syncMargin = time.Minute
 
 // secretPage is how many records one sync step reads and writes.
 const secretPage = 1000
+
+// changePage is how many entries of the change feed one step reads.
+const changePage = 5000
+
+// maxSeen bounds each of the maps of versions known to be in Redis
+// (WebhookSecrets.seen and .written): past it, entries are not added and
+// the records they would have named are read and checked again.
+const maxSeen = 1 << 20
 
 // WebhookSecretsOptions tune WebhookSecrets (from the scheduler's
 // NOTIFLOW_WEBHOOK_SECRET_* settings).
@@ -79,6 +103,21 @@ type WebhookSecrets struct {
 	log   *slog.Logger
 	// dirty: a write to Redis failed; the next pass syncs everything.
 	dirty atomic.Bool
+
+	// seen: target id -> the version Redis was found at or brought to by
+	// an incremental pass, with the record's updated_at, for the records
+	// of the passes' window (older ones are dropped). Used by the pass
+	// alone (Run's goroutine).
+	seen map[int64]seenRecord
+	// written: target id -> the version this process wrote to Redis
+	// after its commit (publish), until the next pass takes it.
+	mu      sync.Mutex
+	written map[int64]int64
+}
+
+type seenRecord struct {
+	version   int64
+	updatedAt time.Time
 }
 
 // NewWebhookSecrets returns the secrets service.
@@ -133,14 +172,24 @@ func (w *WebhookSecrets) publish(ctx context.Context, recs map[int64]webhooksig.
 	if err := w.cache.Put(pctx, recs); err != nil {
 		w.dirty.Store(true)
 		w.log.Warn("webhook secrets not written to redis; the next sync writes them", "targets", len(recs), "err", err)
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.written == nil {
+		w.written = map[int64]int64{}
+	}
+	for id, rec := range recs {
+		if len(w.written) >= maxSeen {
+			break
+		}
+		w.written[id] = max(w.written[id], rec.Version)
 	}
 }
 
 // Sync brings every record updated at or after since (zero: all) up to
 // date in Redis: a record Redis holds at its version already is not
-// written again (each pass re-reads the last syncMargin, which after a
-// bulk create is every record it made), one Redis lost or holds at an
-// older version is.
+// written again, one Redis lost or holds at an older version is.
 func (w *WebhookSecrets) Sync(ctx context.Context, since time.Time) error {
 	for after := int64(0); ; {
 		recs, last, err := w.store.SecretPage(ctx, after, since, secretPage)
@@ -181,9 +230,14 @@ func (w *WebhookSecrets) pass(ctx context.Context, full bool, since time.Time) (
 		}
 		full = !synced || w.dirty.Load()
 	}
+	w.mu.Lock()
+	written := w.written
+	w.written = nil
+	w.mu.Unlock()
 	if !full {
-		return start, w.Sync(ctx, since)
+		return start, w.syncChanges(ctx, since, written)
 	}
+	clear(w.seen)
 	// The marker goes first: a flush during the sync removes it again,
 	// and the next pass starts over.
 	w.dirty.Store(false)
@@ -196,4 +250,88 @@ func (w *WebhookSecrets) pass(ctx context.Context, full bool, since time.Time) (
 		return time.Time{}, fmt.Errorf("full sync: %w", err)
 	}
 	return start, nil
+}
+
+// syncChanges is an incremental pass: it reads the change feed from since
+// and brings up to date in Redis the records at a version it has not
+// seen there yet, reading those records whole. A version counts as seen
+// when an earlier pass found or wrote it (seen) or when this process
+// wrote it after its commit (written, taken by this pass). So each change
+// costs one entry of the feed per pass while it is in the window, and its
+// record is read and checked in Redis once, not on every pass of the
+// window. A record Redis loses on its own after it was seen is not
+// written back by these passes; a flush (the marker gone) or a failed
+// write of this process makes the next pass a full one, which is.
+func (w *WebhookSecrets) syncChanges(ctx context.Context, since time.Time, written map[int64]int64) error {
+	if w.seen == nil {
+		w.seen = map[int64]seenRecord{}
+	}
+	for id, s := range w.seen {
+		if s.updatedAt.Before(since) {
+			delete(w.seen, id)
+		}
+	}
+	at, after := since, int64(0)
+	for {
+		changes, err := w.store.SecretChanges(ctx, at, after, changePage)
+		if err != nil {
+			return err
+		}
+		var check []SecretChange
+		for _, c := range changes {
+			if s, ok := w.seen[c.TargetID]; ok && s.version >= c.Version {
+				continue
+			}
+			if v, ok := written[c.TargetID]; ok && v >= c.Version {
+				w.see(c.TargetID, c.Version, c.UpdatedAt)
+				continue
+			}
+			check = append(check, c)
+		}
+		for len(check) > 0 {
+			n := min(len(check), secretPage)
+			if err := w.check(ctx, check[:n]); err != nil {
+				return err
+			}
+			check = check[n:]
+		}
+		if len(changes) < changePage {
+			return nil
+		}
+		last := changes[len(changes)-1]
+		at, after = last.UpdatedAt, last.TargetID
+	}
+}
+
+// check reads the records of changes and writes to Redis those it holds
+// at an older version or not at all, then counts them as seen.
+func (w *WebhookSecrets) check(ctx context.Context, changes []SecretChange) error {
+	ids := make([]int64, len(changes))
+	for i, c := range changes {
+		ids[i] = c.TargetID
+	}
+	recs, err := w.store.SecretsOf(ctx, ids)
+	if err != nil {
+		return err
+	}
+	if err := w.cache.Refresh(ctx, recs); err != nil {
+		return err
+	}
+	for _, c := range changes {
+		v := c.Version
+		if rec, ok := recs[c.TargetID]; ok {
+			v = rec.Version // read after the feed: it may be newer
+		}
+		w.see(c.TargetID, v, c.UpdatedAt)
+	}
+	return nil
+}
+
+// see counts target id's record at version as in Redis (or, for a
+// deleted target, as not to be copied).
+func (w *WebhookSecrets) see(id int64, version int64, updatedAt time.Time) {
+	if _, ok := w.seen[id]; !ok && len(w.seen) >= maxSeen {
+		return
+	}
+	w.seen[id] = seenRecord{version: version, updatedAt: updatedAt}
 }

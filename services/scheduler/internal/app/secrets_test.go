@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +19,31 @@ import (
 func webhookInput(recipient string, due time.Time) app.TargetInput {
 	return app.TargetInput{RecipientID: recipient, Channel: string(domain.ChannelWebhook), WebhookURL: "http://example.com/h",
 		TemplateID: "welcome", Params: []byte(`{}`), DueAt: &due}
+}
+
+// createWebhookTargets creates one webhook target, due in an hour, per
+// recipient, each with its own secret.
+func createWebhookTargets(t *testing.T, targets *app.Targets, recipients ...string) []domain.Target {
+	t.Helper()
+	due := time.Now().Add(time.Hour)
+	var made []domain.Target
+	for _, r := range recipients {
+		tg, err := targets.Create(context.Background(), webhookInput(r, due))
+		if err != nil || tg.WebhookSecret == "" {
+			t.Fatalf("create: %+v, %v", tg, err)
+		}
+		made = append(made, tg)
+	}
+	return made
+}
+
+// unreachableSecrets is another replica's secrets service whose Redis
+// cannot be reached: its writes to Redis after a commit fail.
+func unreachableSecrets(t *testing.T, store app.SecretStore, prefix string) *app.WebhookSecrets {
+	t.Helper()
+	down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+	t.Cleanup(func() { _ = down.Close() })
+	return app.NewWebhookSecrets(store, adapters.NewSecretCache(down, prefix), app.WebhookSecretsOptions{Grace: time.Hour}, nil)
 }
 
 // The due record of a target with its own secret says so; that of a
@@ -58,19 +84,8 @@ func TestWebhookSecretsSyncHeals(t *testing.T) {
 	rdb, prefix := testkit.Redis(t)
 	targets := app.NewTargets(store, domain.Limits{MaxParamsBytes: 1024}, 100, nil)
 	ctx := context.Background()
-	due := time.Now().Add(time.Hour)
-	var live []domain.Target
-	for _, r := range []string{"a", "b", "c"} {
-		tg, err := targets.Create(ctx, webhookInput(r, due))
-		if err != nil || tg.WebhookSecret == "" {
-			t.Fatalf("create: %+v, %v", tg, err)
-		}
-		live = append(live, tg)
-	}
-	gone, err := targets.Create(ctx, webhookInput("gone", due))
-	if err != nil {
-		t.Fatal(err)
-	}
+	live := createWebhookTargets(t, targets, "a", "b", "c")
+	gone := createWebhookTargets(t, targets, "gone")[0]
 	if err := targets.Delete(ctx, gone.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -108,9 +123,7 @@ func TestWebhookSecretsSyncHeals(t *testing.T) {
 	}
 	testkit.Eventually(t, 10*time.Second, inRedis(want))
 
-	down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
-	defer down.Close()
-	other := app.NewWebhookSecrets(store, adapters.NewSecretCache(down, prefix), app.WebhookSecretsOptions{Grace: time.Hour}, nil)
+	other := unreachableSecrets(t, store, prefix)
 	rec, err := other.Rotate(ctx, live[0].ID)
 	if err != nil || rec.Previous != live[0].WebhookSecret || rec.Version != 2 {
 		t.Fatalf("rotate: %+v, %v", rec, err)
@@ -139,15 +152,7 @@ func TestWebhookSecretsSyncWritesOnlyWhatRedisLacks(t *testing.T) {
 	ws := app.NewWebhookSecrets(store, adapters.NewSecretCache(rdb, prefix), app.WebhookSecretsOptions{Grace: time.Hour}, testLogger(t))
 	targets := app.NewTargets(store, domain.Limits{MaxParamsBytes: 1024}, 100, nil)
 	targets.UseSecrets(ws)
-	due := time.Now().Add(time.Hour)
-	var made []domain.Target
-	for _, r := range []string{"kept", "lost", "rotated"} {
-		tg, err := targets.Create(ctx, webhookInput(r, due))
-		if err != nil || tg.WebhookSecret == "" {
-			t.Fatalf("create: %+v, %v", tg, err)
-		}
-		made = append(made, tg)
-	}
+	made := createWebhookTargets(t, targets, "kept", "lost", "rotated")
 	kept, lost, rotated := made[0], made[1], made[2]
 	for _, tg := range made {
 		if rec, ok, err := webhooksig.Load(ctx, rdb, prefix, uint64(tg.ID)); err != nil || !ok || rec.Current != tg.WebhookSecret {
@@ -161,10 +166,7 @@ func TestWebhookSecretsSyncWritesOnlyWhatRedisLacks(t *testing.T) {
 	if err := rdb.Del(ctx, webhooksig.RedisKey(prefix, uint64(lost.ID))).Err(); err != nil {
 		t.Fatal(err)
 	}
-	down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
-	defer down.Close()
-	other := app.NewWebhookSecrets(store, adapters.NewSecretCache(down, prefix), app.WebhookSecretsOptions{Grace: time.Hour}, nil)
-	rot, err := other.Rotate(ctx, rotated.ID) // its own write to Redis fails
+	rot, err := unreachableSecrets(t, store, prefix).Rotate(ctx, rotated.ID) // its own write to Redis fails
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,5 +179,139 @@ func TestWebhookSecretsSyncWritesOnlyWhatRedisLacks(t *testing.T) {
 		if err != nil || !ok || rec.Current != want {
 			t.Errorf("target %d after the sync: ok=%v err=%v, current is the expected one: %v", id, ok, err, rec.Current == want)
 		}
+	}
+}
+
+// countingSecretStore counts the sync passes (each reads the database
+// clock once) of the real store it wraps.
+type countingSecretStore struct {
+	*adapters.MySQLStore
+	passes atomic.Int64
+}
+
+func (s *countingSecretStore) DBNow(ctx context.Context) (time.Time, error) {
+	s.passes.Add(1)
+	return s.MySQLStore.DBNow(ctx)
+}
+
+// countingSecretCache counts the records the real cache it wraps is
+// asked to check and refresh.
+type countingSecretCache struct {
+	*adapters.SecretCache
+	refreshed atomic.Int64
+}
+
+func (c *countingSecretCache) Refresh(ctx context.Context, recs map[int64]webhooksig.Record) error {
+	c.refreshed.Add(int64(len(recs)))
+	return c.SecretCache.Refresh(ctx, recs)
+}
+
+// An incremental pass reads and checks in Redis each version of a record
+// once: the records a create just wrote, and a rotation once picked up,
+// are not read and checked again on every pass of the sync's window.
+func TestWebhookSecretsPassChecksEachVersionOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1)
+	store := &countingSecretStore{MySQLStore: e.store(t)}
+	rdb, prefix := testkit.Redis(t)
+	cache := &countingSecretCache{SecretCache: adapters.NewSecretCache(rdb, prefix)}
+	ws := app.NewWebhookSecrets(store, cache, app.WebhookSecretsOptions{Grace: time.Hour, SyncEvery: 50 * time.Millisecond}, testLogger(t))
+	targets := app.NewTargets(store.MySQLStore, domain.Limits{MaxParamsBytes: 1024}, 100, nil)
+	targets.UseSecrets(ws)
+	ctx := context.Background()
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- ws.Run(runCtx) }()
+	defer func() { cancel(); <-done }()
+	passesAtLeast := func(n int64) func() error {
+		return func() error {
+			if got := store.passes.Load(); got < n {
+				return testkit.Errorf("%d passes, waiting for %d", got, n)
+			}
+			return nil
+		}
+	}
+	testkit.Eventually(t, 10*time.Second, passesAtLeast(2)) // the full pass at start is over
+	before := cache.refreshed.Load()
+
+	made := createWebhookTargets(t, targets, "a", "b", "c")
+	rot, err := unreachableSecrets(t, store.MySQLStore, prefix).Rotate(ctx, made[0].ID) // its own write to Redis fails
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, func() error {
+		rec, ok, err := webhooksig.Load(ctx, rdb, prefix, uint64(made[0].ID))
+		if err != nil || !ok || rec.Version != rot.Version {
+			return testkit.Errorf("rotated record in redis: ok=%v err=%v version %d, want %d", ok, err, rec.Version, rot.Version)
+		}
+		return nil
+	})
+	testkit.Eventually(t, 10*time.Second, passesAtLeast(store.passes.Load()+4))
+
+	// Four versions were written (three creates, one rotation); a pass
+	// may have caught a create between its commit and its own write to
+	// Redis, so each was checked at most once, the rotation at least once.
+	if got := cache.refreshed.Load() - before; got < 1 || got > 4 {
+		t.Errorf("the passes checked %d records in redis, want 1 to 4 (each version once)", got)
+	}
+}
+
+// The change feed lists every record's version in (updated_at, target
+// id) order from a cursor, deleted targets' included; SecretsOf reads the
+// records of live targets only.
+func TestSecretChangesFeed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1)
+	store := e.store(t)
+	targets := app.NewTargets(store, domain.Limits{MaxParamsBytes: 1024}, 100, nil)
+	ctx := context.Background()
+	var ids []int64
+	for _, tg := range createWebhookTargets(t, targets, "a", "b", "c") {
+		ids = append(ids, tg.ID)
+	}
+	rdb, prefix := testkit.Redis(t)
+	ws := app.NewWebhookSecrets(store, adapters.NewSecretCache(rdb, prefix), app.WebhookSecretsOptions{Grace: time.Hour}, nil)
+	if _, err := ws.Rotate(ctx, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := targets.Delete(ctx, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+
+	var all []app.SecretChange
+	at, after := time.Time{}, int64(0)
+	for page := 0; page < 10; page++ {
+		got, err := store.SecretChanges(ctx, at, after, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, got...)
+		if len(got) < 2 {
+			break
+		}
+		at, after = got[len(got)-1].UpdatedAt, got[len(got)-1].TargetID
+	}
+	order := []int64{ids[1], ids[2], ids[0]} // the rotation moved ids[0] last
+	if len(all) != len(order) {
+		t.Fatalf("feed: %+v, want targets %v", all, order)
+	}
+	for i, c := range all {
+		want := int64(1)
+		if c.TargetID == ids[0] {
+			want = 2
+		}
+		if c.TargetID != order[i] || c.Version != want {
+			t.Errorf("feed[%d] = target %d version %d, want target %d version %d", i, c.TargetID, c.Version, order[i], want)
+		}
+		if i > 0 && c.UpdatedAt.Before(all[i-1].UpdatedAt) {
+			t.Errorf("feed[%d] updated %v before feed[%d]'s %v", i, c.UpdatedAt, i-1, all[i-1].UpdatedAt)
+		}
+	}
+	recs, err := store.SecretsOf(ctx, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := recs[ids[1]]; ok || len(recs) != 2 || recs[ids[0]].Version != 2 || recs[ids[2]].Version != 1 {
+		t.Errorf("SecretsOf = %+v, want ids %d (version 2) and %d (version 1) only", recs, ids[0], ids[2])
 	}
 }
