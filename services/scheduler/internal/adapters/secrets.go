@@ -84,13 +84,13 @@ func (s *MySQLStore) RotateSecret(ctx context.Context, id int64, secret string, 
 }
 
 // SecretPage returns up to limit webhook secret records of targets that
-// are not deleted, with a target id above afterID, in id order; with
-// since set, only those updated at or after it (the database's clock).
-func (s *MySQLStore) SecretPage(ctx context.Context, afterID int64, since time.Time, limit int) (map[int64]webhooksig.Record, int64, error) {
+// are not deleted, with a target id above afterID, in id order, and the
+// last id read.
+func (s *MySQLStore) SecretPage(ctx context.Context, afterID int64, limit int) (map[int64]webhooksig.Record, int64, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT w.target_id, w.secret, w.previous_secret, w.previous_until, w.version
 		FROM webhook_secrets w JOIN notification_targets t ON t.id = w.target_id
-		WHERE w.target_id > ? AND w.updated_at >= ? AND t.status <> ? ORDER BY w.target_id LIMIT ?`,
-		afterID, since.UTC(), string(domain.StatusDeleted), limit)
+		WHERE w.target_id > ? AND t.status <> ? ORDER BY w.target_id LIMIT ?`,
+		afterID, string(domain.StatusDeleted), limit)
 	if err != nil {
 		return nil, 0, fmt.Errorf("read webhook secrets: %w", err)
 	}
@@ -247,6 +247,20 @@ func (c *SecretCache) Synced(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("read the webhook secrets sync marker: %w", err)
 	}
 	return n == 1, nil
+}
+
+// Server returns the run id of the Redis server answering (INFO server),
+// which changes when it restarts or another server takes over.
+func (c *SecretCache) Server(ctx context.Context) (string, error) {
+	info, err := c.rdb.InfoMap(ctx, "server").Result()
+	if err != nil {
+		return "", fmt.Errorf("read the redis server's run id: %w", err)
+	}
+	id := info["Server"]["run_id"]
+	if id == "" {
+		return "", errors.New("read the redis server's run id: INFO server has no run_id")
+	}
+	return id, nil
 }
 
 // MarkSynced sets the marker of a complete sync.

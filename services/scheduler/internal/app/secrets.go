@@ -20,8 +20,8 @@ type SecretStore interface {
 	// domain.ErrNotFound or domain.ErrConflict).
 	RotateSecret(ctx context.Context, id int64, secret string, graceUntil time.Time) (webhooksig.Record, error)
 	// SecretPage returns up to limit records of live targets with an id
-	// above afterID and updated at or after since, and the last id read.
-	SecretPage(ctx context.Context, afterID int64, since time.Time, limit int) (map[int64]webhooksig.Record, int64, error)
+	// above afterID, and the last id read.
+	SecretPage(ctx context.Context, afterID int64, limit int) (map[int64]webhooksig.Record, int64, error)
 	// SecretChanges returns up to limit changes of records (deleted
 	// targets' included) updated after (at, afterID) in (updated_at,
 	// target id) order: at a later updated_at, or at at itself with a
@@ -51,6 +51,10 @@ type SecretCache interface {
 	Refresh(ctx context.Context, recs map[int64]webhooksig.Record) error
 	// Synced reports whether the marker of a complete sync is there.
 	Synced(ctx context.Context) (bool, error)
+	// Server names the Redis server answering (its run id): another name
+	// than before means a restart or a failover, which may have lost
+	// writes the marker survived.
+	Server(ctx context.Context) (string, error)
 	// MarkSynced sets that marker.
 	MarkSynced(ctx context.Context) error
 }
@@ -105,19 +109,21 @@ type WebhookSecrets struct {
 	dirty atomic.Bool
 
 	// seen: target id -> the version Redis was found at or brought to by
-	// an incremental pass, with the record's updated_at, for the records
-	// of the passes' window (older ones are dropped). Used by the pass
-	// alone (Run's goroutine).
-	seen map[int64]seenRecord
-	// written: target id -> the version this process wrote to Redis
-	// after its commit (publish), until the next pass takes it.
+	// an incremental pass, with the record's updated_at (Unix µs), for
+	// the records of the passes' window (older ones are dropped); server:
+	// the Redis server the last full copy went to. Both are used by the
+	// pass alone (Run's goroutine).
+	seen   map[int64]seenRecord
+	server string
+	// mu guards written: target id -> the version this process wrote to
+	// Redis after its commit (publish), until the next pass takes it.
 	mu      sync.Mutex
 	written map[int64]int64
 }
 
 type seenRecord struct {
 	version   int64
-	updatedAt time.Time
+	updatedUs int64
 }
 
 // NewWebhookSecrets returns the secrets service.
@@ -187,12 +193,12 @@ func (w *WebhookSecrets) publish(ctx context.Context, recs map[int64]webhooksig.
 	}
 }
 
-// Sync brings every record updated at or after since (zero: all) up to
-// date in Redis: a record Redis holds at its version already is not
-// written again, one Redis lost or holds at an older version is.
-func (w *WebhookSecrets) Sync(ctx context.Context, since time.Time) error {
+// SyncAll brings every record of a live target up to date in Redis: a
+// record Redis holds at its version already is not written again, one
+// Redis lost or holds at an older version is.
+func (w *WebhookSecrets) SyncAll(ctx context.Context) error {
 	for after := int64(0); ; {
-		recs, last, err := w.store.SecretPage(ctx, after, since, secretPage)
+		recs, last, err := w.store.SecretPage(ctx, after, secretPage)
 		if err != nil {
 			return err
 		}
@@ -208,11 +214,14 @@ func (w *WebhookSecrets) Sync(ctx context.Context, since time.Time) error {
 
 // Run keeps Redis in step until ctx ends, then returns nil. It syncs
 // everything at start, and every SyncEvery it syncs everything again when
-// the marker of a complete sync is missing (Redis was flushed or
-// replaced) or a write of this process failed, else the records updated
-// since shortly before its previous pass. Failures are logged and retried
-// at the next pass. It returns an error only when SyncEvery is not
-// positive.
+// the marker of a complete sync is missing (Redis was flushed), another
+// Redis server answers than at the last full sync (a restart or a
+// failover, which may have lost writes the marker survived) or a write of
+// this process failed; else it brings up to date the versions written
+// since shortly before its previous pass that it has not seen in Redis
+// yet (syncChanges). Failures are logged and retried at the next pass. It
+// returns an error only when SyncEvery is not positive. Run must not run
+// twice at once on one WebhookSecrets.
 func (w *WebhookSecrets) Run(ctx context.Context) error {
 	return keepCopy(ctx, "webhook secrets", w.opt.SyncEvery, 100*time.Millisecond, w.log, "", w.pass)
 }
@@ -223,12 +232,16 @@ func (w *WebhookSecrets) pass(ctx context.Context, full bool, since time.Time) (
 	if err != nil {
 		return time.Time{}, err
 	}
+	server, err := w.cache.Server(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
 	if !full {
 		synced, err := w.cache.Synced(ctx)
 		if err != nil {
 			return time.Time{}, err
 		}
-		full = !synced || w.dirty.Load()
+		full = !synced || w.dirty.Load() || server != w.server
 	}
 	w.mu.Lock()
 	written := w.written
@@ -245,10 +258,11 @@ func (w *WebhookSecrets) pass(ctx context.Context, full bool, since time.Time) (
 		w.dirty.Store(true)
 		return time.Time{}, err
 	}
-	if err := w.Sync(ctx, time.Time{}); err != nil {
+	if err := w.SyncAll(ctx); err != nil {
 		w.dirty.Store(true)
 		return time.Time{}, fmt.Errorf("full sync: %w", err)
 	}
+	w.server = server
 	return start, nil
 }
 
@@ -259,15 +273,18 @@ func (w *WebhookSecrets) pass(ctx context.Context, full bool, since time.Time) (
 // wrote it after its commit (written, taken by this pass). So each change
 // costs one entry of the feed per pass while it is in the window, and its
 // record is read and checked in Redis once, not on every pass of the
-// window. A record Redis loses on its own after it was seen is not
-// written back by these passes; a flush (the marker gone) or a failed
-// write of this process makes the next pass a full one, which is.
+// window. A record Redis loses on its own while its server keeps running
+// (a DEL, an eviction) after it was seen or written is not written back
+// by these passes; a flush (the marker gone), another server (a restart,
+// a failover) or a failed write of this process makes the next pass a
+// full one, which writes it back.
 func (w *WebhookSecrets) syncChanges(ctx context.Context, since time.Time, written map[int64]int64) error {
 	if w.seen == nil {
 		w.seen = map[int64]seenRecord{}
 	}
+	sinceUs := since.UnixMicro()
 	for id, s := range w.seen {
-		if s.updatedAt.Before(since) {
+		if s.updatedUs < sinceUs {
 			delete(w.seen, id)
 		}
 	}
@@ -303,8 +320,8 @@ func (w *WebhookSecrets) syncChanges(ctx context.Context, since time.Time, writt
 	}
 }
 
-// check reads the records of changes and writes to Redis those it holds
-// at an older version or not at all, then counts them as seen.
+// check reads the records of changes and writes to Redis those Redis
+// holds at an older version or not at all, then counts them as seen.
 func (w *WebhookSecrets) check(ctx context.Context, changes []SecretChange) error {
 	ids := make([]int64, len(changes))
 	for i, c := range changes {
@@ -333,5 +350,5 @@ func (w *WebhookSecrets) see(id int64, version int64, updatedAt time.Time) {
 	if _, ok := w.seen[id]; !ok && len(w.seen) >= maxSeen {
 		return
 	}
-	w.seen[id] = seenRecord{version: version, updatedAt: updatedAt}
+	w.seen[id] = seenRecord{version: version, updatedUs: updatedAt.UnixMicro()}
 }

@@ -171,7 +171,7 @@ func TestWebhookSecretsSyncWritesOnlyWhatRedisLacks(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if err := ws.Sync(ctx, time.Time{}); err != nil {
+	if err := ws.SyncAll(ctx); err != nil {
 		t.Fatal(err)
 	}
 	for id, want := range map[int64]string{kept.ID: "in place", lost.ID: lost.WebhookSecret, rotated.ID: rot.Current} {
@@ -180,6 +180,21 @@ func TestWebhookSecretsSyncWritesOnlyWhatRedisLacks(t *testing.T) {
 			t.Errorf("target %d after the sync: ok=%v err=%v, current is the expected one: %v", id, ok, err, rec.Current == want)
 		}
 	}
+}
+
+// runSyncedTargets runs the secrets' sync (a pass every 50 ms) over
+// store and cache until the test ends, and returns targets (stored in
+// targetStore) whose secrets reach Redis through it.
+func runSyncedTargets(t *testing.T, store app.SecretStore, targetStore *adapters.MySQLStore, cache app.SecretCache) *app.Targets {
+	t.Helper()
+	ws := app.NewWebhookSecrets(store, cache, app.WebhookSecretsOptions{Grace: time.Hour, SyncEvery: 50 * time.Millisecond}, testLogger(t))
+	targets := app.NewTargets(targetStore, domain.Limits{MaxParamsBytes: 1024}, 100, nil)
+	targets.UseSecrets(ws)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ws.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return targets
 }
 
 // countingSecretStore counts the sync passes (each reads the database
@@ -215,14 +230,8 @@ func TestWebhookSecretsPassChecksEachVersionOnce(t *testing.T) {
 	store := &countingSecretStore{MySQLStore: e.store(t)}
 	rdb, prefix := testkit.Redis(t)
 	cache := &countingSecretCache{SecretCache: adapters.NewSecretCache(rdb, prefix)}
-	ws := app.NewWebhookSecrets(store, cache, app.WebhookSecretsOptions{Grace: time.Hour, SyncEvery: 50 * time.Millisecond}, testLogger(t))
-	targets := app.NewTargets(store.MySQLStore, domain.Limits{MaxParamsBytes: 1024}, 100, nil)
-	targets.UseSecrets(ws)
+	targets := runSyncedTargets(t, store, store.MySQLStore, cache)
 	ctx := context.Background()
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- ws.Run(runCtx) }()
-	defer func() { cancel(); <-done }()
 	passesAtLeast := func(n int64) func() error {
 		return func() error {
 			if got := store.passes.Load(); got < n {
@@ -256,9 +265,30 @@ func TestWebhookSecretsPassChecksEachVersionOnce(t *testing.T) {
 	}
 }
 
+// readFeed reads the whole change feed, page pages of entries at a time.
+func readFeed(t *testing.T, store *adapters.MySQLStore, page int) []app.SecretChange {
+	t.Helper()
+	var all []app.SecretChange
+	at, after := time.Time{}, int64(0)
+	for range 100 {
+		got, err := store.SecretChanges(context.Background(), at, after, page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, got...)
+		if len(got) < page {
+			return all
+		}
+		at, after = got[len(got)-1].UpdatedAt, got[len(got)-1].TargetID
+	}
+	t.Fatalf("the feed did not end within 100 pages: %d entries", len(all))
+	return nil
+}
+
 // The change feed lists every record's version in (updated_at, target
-// id) order from a cursor, deleted targets' included; SecretsOf reads the
-// records of live targets only.
+// id) order from a cursor, deleted targets' included, and pages through
+// records stamped at one instant; SecretsOf reads the records of live
+// targets only.
 func TestSecretChangesFeed(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 1)
@@ -278,19 +308,7 @@ func TestSecretChangesFeed(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var all []app.SecretChange
-	at, after := time.Time{}, int64(0)
-	for page := 0; page < 10; page++ {
-		got, err := store.SecretChanges(ctx, at, after, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		all = append(all, got...)
-		if len(got) < 2 {
-			break
-		}
-		at, after = got[len(got)-1].UpdatedAt, got[len(got)-1].TargetID
-	}
+	all := readFeed(t, store, 2)
 	order := []int64{ids[1], ids[2], ids[0]} // the rotation moved ids[0] last
 	if len(all) != len(order) {
 		t.Fatalf("feed: %+v, want targets %v", all, order)
@@ -314,4 +332,74 @@ func TestSecretChangesFeed(t *testing.T) {
 	if _, ok := recs[ids[1]]; ok || len(recs) != 2 || recs[ids[0]].Version != 2 || recs[ids[2]].Version != 1 {
 		t.Errorf("SecretsOf = %+v, want ids %d (version 2) and %d (version 1) only", recs, ids[0], ids[2])
 	}
+
+	// A bulk create stamps its records alike: the cursor pages through
+	// them by target id.
+	due := time.Now().Add(time.Hour)
+	var ins []app.TargetInput
+	for _, r := range []string{"d", "e", "f", "g", "h"} {
+		ins = append(ins, webhookInput(r, due))
+	}
+	made, err := targets.CreateBulk(ctx, ins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := readFeed(t, store, 2)[len(all):]
+	if len(got) != len(made) {
+		t.Fatalf("feed has %d entries after the bulk create, want %d: %+v", len(got), len(made), got)
+	}
+	for i, c := range got {
+		if c.TargetID != made[i].ID || !c.UpdatedAt.Equal(got[0].UpdatedAt) {
+			t.Errorf("bulk feed[%d] = target %d at %v, want target %d at %v", i, c.TargetID, c.UpdatedAt, made[i].ID, got[0].UpdatedAt)
+		}
+	}
+}
+
+// switchedSecretCache is the real cache, except that the Redis server it
+// reports can be made to change (what a restart or a failover does).
+type switchedSecretCache struct {
+	*adapters.SecretCache
+	switched atomic.Bool
+}
+
+func (c *switchedSecretCache) Server(ctx context.Context) (string, error) {
+	id, err := c.SecretCache.Server(ctx)
+	if c.switched.Load() {
+		id = "another " + id
+	}
+	return id, err
+}
+
+// A record Redis lost while its marker survived (a failover or a restart
+// from an older snapshot: another server answers) is written back: the
+// next pass is a full one.
+func TestWebhookSecretsResyncOnAnotherServer(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1)
+	store := e.store(t)
+	rdb, prefix := testkit.Redis(t)
+	real := adapters.NewSecretCache(rdb, prefix)
+	first, err := real.Server(context.Background())
+	if again, err2 := real.Server(context.Background()); err != nil || err2 != nil || first == "" || again != first {
+		t.Fatalf("server: %q then %q (%v, %v), want one run id", first, again, err, err2)
+	}
+	cache := &switchedSecretCache{SecretCache: real}
+	targets := runSyncedTargets(t, store, store, cache)
+	ctx := context.Background()
+
+	tg := createWebhookTargets(t, targets, "a")[0]
+	key := webhooksig.RedisKey(prefix, uint64(tg.ID))
+	inRedis := func() error {
+		rec, ok, err := webhooksig.Load(ctx, rdb, prefix, uint64(tg.ID))
+		if err != nil || !ok || rec.Current != tg.WebhookSecret {
+			return testkit.Errorf("target %d: ok=%v err=%v", tg.ID, ok, err)
+		}
+		return nil
+	}
+	testkit.Eventually(t, 10*time.Second, inRedis)
+	if err := rdb.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	cache.switched.Store(true)
+	testkit.Eventually(t, 10*time.Second, inRedis)
 }
