@@ -249,18 +249,21 @@ func (c *SecretCache) Synced(ctx context.Context) (bool, error) {
 	return n == 1, nil
 }
 
-// Server returns the run id of the Redis server answering (INFO server),
-// which changes when it restarts or another server takes over.
+// Server names the Redis server answering and its replication history:
+// its run id (INFO server), which changes when it restarts, and its
+// replication id (INFO replication), which changes when it is promoted,
+// so that a failover and a fail-back to the same process both show. It
+// needs the INFO command.
 func (c *SecretCache) Server(ctx context.Context) (string, error) {
-	info, err := c.rdb.InfoMap(ctx, "server").Result()
+	info, err := c.rdb.InfoMap(ctx, "server", "replication").Result()
 	if err != nil {
 		return "", fmt.Errorf("read the redis server's run id: %w", err)
 	}
-	id := info["Server"]["run_id"]
-	if id == "" {
-		return "", errors.New("read the redis server's run id: INFO server has no run_id")
+	run, repl := info["Server"]["run_id"], info["Replication"]["master_replid"]
+	if run == "" || repl == "" {
+		return "", errors.New("read the redis server's run id: INFO has no run_id or master_replid")
 	}
-	return id, nil
+	return run + "/" + repl, nil
 }
 
 // MarkSynced sets the marker of a complete sync.

@@ -71,9 +71,16 @@ const secretPage = 1000
 const changePage = 5000
 
 // maxSeen bounds each of the maps of versions known to be in Redis
-// (WebhookSecrets.seen and .written): past it, entries are not added and
-// the records they would have named are read and checked again.
-const maxSeen = 1 << 20
+// (WebhookSecrets.seen and .written, about 10 MB each when full): past
+// it, entries are not added and the records they would have named are
+// read and checked again.
+const maxSeen = 1 << 18
+
+// fullEveryPasses: a full copy at least every this many passes' time
+// (the default of WebhookSecretsOptions.FullEvery, 10 minutes with the
+// default SyncEvery) writes back what Redis lost on its own since the
+// last one.
+const fullEveryPasses = 60
 
 // WebhookSecretsOptions tune WebhookSecrets (from the scheduler's
 // NOTIFLOW_WEBHOOK_SECRET_* settings).
@@ -84,6 +91,9 @@ type WebhookSecretsOptions struct {
 	// SyncEvery is how often Run checks and refreshes the Redis copy; it
 	// must be positive for Run.
 	SyncEvery time.Duration
+	// FullEvery is the longest Run goes without a full copy; zero:
+	// 60 × SyncEvery.
+	FullEvery time.Duration
 	// Clock is the clock (tests); time.Now by default.
 	Clock func() time.Time
 }
@@ -109,18 +119,22 @@ type WebhookSecrets struct {
 	dirty atomic.Bool
 
 	// seen: target id -> the version Redis was found at or brought to by
-	// an incremental pass, with the record's updated_at (Unix µs), for
-	// the records of the passes' window (older ones are dropped); server:
-	// the Redis server the last full copy went to. Both are used by the
-	// pass alone (Run's goroutine).
-	seen   map[int64]seenRecord
-	server string
+	// an incremental pass, for the records of the passes' window (older
+	// ones are dropped); server: the Redis server the last full copy went
+	// to; lastFull: the database time that copy started at. All three are
+	// used by the pass alone (Run's goroutine).
+	seen     map[int64]seenRecord
+	server   string
+	lastFull time.Time
 	// mu guards written: target id -> the version this process wrote to
 	// Redis after its commit (publish), until the next pass takes it.
 	mu      sync.Mutex
 	written map[int64]int64
 }
 
+// seenRecord is a version known to be in Redis and the updated_at (Unix
+// µs) of the feed entry that named it: the entry is dropped once that is
+// before the window.
 type seenRecord struct {
 	version   int64
 	updatedUs int64
@@ -130,6 +144,9 @@ type seenRecord struct {
 func NewWebhookSecrets(store SecretStore, cache SecretCache, opt WebhookSecretsOptions, log *slog.Logger) *WebhookSecrets {
 	if opt.Clock == nil {
 		opt.Clock = time.Now
+	}
+	if opt.FullEvery <= 0 {
+		opt.FullEvery = fullEveryPasses * opt.SyncEvery
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -216,8 +233,9 @@ func (w *WebhookSecrets) SyncAll(ctx context.Context) error {
 // everything at start, and every SyncEvery it syncs everything again when
 // the marker of a complete sync is missing (Redis was flushed), another
 // Redis server answers than at the last full sync (a restart or a
-// failover, which may have lost writes the marker survived) or a write of
-// this process failed; else it brings up to date the versions written
+// failover, which may have lost writes the marker survived), a write of
+// this process failed or the last full sync is FullEvery old (a key
+// Redis lost on its own); else it brings up to date the versions written
 // since shortly before its previous pass that it has not seen in Redis
 // yet (syncChanges). Failures are logged and retried at the next pass. It
 // returns an error only when SyncEvery is not positive. Run must not run
@@ -241,16 +259,19 @@ func (w *WebhookSecrets) pass(ctx context.Context, full bool, since time.Time) (
 		if err != nil {
 			return time.Time{}, err
 		}
-		full = !synced || w.dirty.Load() || server != w.server
+		full = !synced || w.dirty.Load() || server != w.server || start.Sub(w.lastFull) >= w.opt.FullEvery
 	}
 	w.mu.Lock()
 	written := w.written
 	w.written = nil
 	w.mu.Unlock()
 	if !full {
-		return start, w.syncChanges(ctx, since, written)
+		if err := w.syncChanges(ctx, since, written); err != nil {
+			return time.Time{}, fmt.Errorf("incremental sync: %w", err)
+		}
+		return start, nil
 	}
-	clear(w.seen)
+	w.seen = nil
 	// The marker goes first: a flush during the sync removes it again,
 	// and the next pass starts over.
 	w.dirty.Store(false)
@@ -262,7 +283,7 @@ func (w *WebhookSecrets) pass(ctx context.Context, full bool, since time.Time) (
 		w.dirty.Store(true)
 		return time.Time{}, fmt.Errorf("full sync: %w", err)
 	}
-	w.server = server
+	w.server, w.lastFull = server, start
 	return start, nil
 }
 
@@ -275,18 +296,16 @@ func (w *WebhookSecrets) pass(ctx context.Context, full bool, since time.Time) (
 // record is read and checked in Redis once, not on every pass of the
 // window. A record Redis loses on its own while its server keeps running
 // (a DEL, an eviction) after it was seen or written is not written back
-// by these passes; a flush (the marker gone), another server (a restart,
-// a failover) or a failed write of this process makes the next pass a
-// full one, which writes it back.
+// by these passes but by the next full one (see Run).
 func (w *WebhookSecrets) syncChanges(ctx context.Context, since time.Time, written map[int64]int64) error {
-	if w.seen == nil {
-		w.seen = map[int64]seenRecord{}
-	}
 	sinceUs := since.UnixMicro()
 	for id, s := range w.seen {
 		if s.updatedUs < sinceUs {
 			delete(w.seen, id)
 		}
+	}
+	if len(w.seen) == 0 {
+		w.seen = map[int64]seenRecord{} // a map keeps its size once grown
 	}
 	at, after := since, int64(0)
 	for {

@@ -182,12 +182,13 @@ func TestWebhookSecretsSyncWritesOnlyWhatRedisLacks(t *testing.T) {
 	}
 }
 
-// runSyncedTargets runs the secrets' sync (a pass every 50 ms) over
-// store and cache until the test ends, and returns targets (stored in
-// targetStore) whose secrets reach Redis through it.
-func runSyncedTargets(t *testing.T, store app.SecretStore, targetStore *adapters.MySQLStore, cache app.SecretCache) *app.Targets {
+// runSyncedTargets runs the secrets' sync (a pass every 50 ms, a full one
+// at least every fullEvery) over store and cache until the test ends, and
+// returns targets (stored in targetStore) whose secrets reach Redis
+// through it.
+func runSyncedTargets(t *testing.T, store app.SecretStore, targetStore *adapters.MySQLStore, cache app.SecretCache, fullEvery time.Duration) *app.Targets {
 	t.Helper()
-	ws := app.NewWebhookSecrets(store, cache, app.WebhookSecretsOptions{Grace: time.Hour, SyncEvery: 50 * time.Millisecond}, testLogger(t))
+	ws := app.NewWebhookSecrets(store, cache, app.WebhookSecretsOptions{Grace: time.Hour, SyncEvery: 50 * time.Millisecond, FullEvery: fullEvery}, testLogger(t))
 	targets := app.NewTargets(targetStore, domain.Limits{MaxParamsBytes: 1024}, 100, nil)
 	targets.UseSecrets(ws)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -230,7 +231,7 @@ func TestWebhookSecretsPassChecksEachVersionOnce(t *testing.T) {
 	store := &countingSecretStore{MySQLStore: e.store(t)}
 	rdb, prefix := testkit.Redis(t)
 	cache := &countingSecretCache{SecretCache: adapters.NewSecretCache(rdb, prefix)}
-	targets := runSyncedTargets(t, store, store.MySQLStore, cache)
+	targets := runSyncedTargets(t, store, store.MySQLStore, cache, time.Hour)
 	ctx := context.Background()
 	passesAtLeast := func(n int64) func() error {
 		return func() error {
@@ -384,7 +385,7 @@ func TestWebhookSecretsResyncOnAnotherServer(t *testing.T) {
 		t.Fatalf("server: %q then %q (%v, %v), want one run id", first, again, err, err2)
 	}
 	cache := &switchedSecretCache{SecretCache: real}
-	targets := runSyncedTargets(t, store, store, cache)
+	targets := runSyncedTargets(t, store, store, cache, time.Hour)
 	ctx := context.Background()
 
 	tg := createWebhookTargets(t, targets, "a")[0]
@@ -401,5 +402,29 @@ func TestWebhookSecretsResyncOnAnotherServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	cache.switched.Store(true)
+	testkit.Eventually(t, 10*time.Second, inRedis)
+}
+
+// A record Redis lost on its own, its server running on (a DEL, an
+// eviction), is written back by the next full copy, due FullEvery after
+// the last.
+func TestWebhookSecretsFullCopyEveryFullEvery(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1)
+	store := e.store(t)
+	rdb, prefix := testkit.Redis(t)
+	targets := runSyncedTargets(t, store, store, adapters.NewSecretCache(rdb, prefix), 300*time.Millisecond)
+	ctx := context.Background()
+	tg := createWebhookTargets(t, targets, "a")[0]
+	inRedis := func() error {
+		if _, ok, err := webhooksig.Load(ctx, rdb, prefix, uint64(tg.ID)); err != nil || !ok {
+			return testkit.Errorf("target %d: ok=%v err=%v", tg.ID, ok, err)
+		}
+		return nil
+	}
+	testkit.Eventually(t, 10*time.Second, inRedis)
+	if err := rdb.Del(ctx, webhooksig.RedisKey(prefix, uint64(tg.ID))).Err(); err != nil {
+		t.Fatal(err)
+	}
 	testkit.Eventually(t, 10*time.Second, inRedis)
 }
