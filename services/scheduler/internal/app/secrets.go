@@ -76,10 +76,10 @@ const changePage = 5000
 // read and checked again.
 const maxSeen = 1 << 18
 
-// fullEveryPasses: a full copy at least every this many passes' time
+// fullEveryPasses: once the last full copy is this many passes' time old
 // (the default of WebhookSecretsOptions.FullEvery, 10 minutes with the
-// default SyncEvery) writes back what Redis lost on its own since the
-// last one.
+// default SyncEvery), the next pass is a full copy, which writes back
+// what Redis lost on its own since the last one.
 const fullEveryPasses = 60
 
 // WebhookSecretsOptions tune WebhookSecrets (from the scheduler's
@@ -91,8 +91,8 @@ type WebhookSecretsOptions struct {
 	// SyncEvery is how often Run checks and refreshes the Redis copy; it
 	// must be positive for Run.
 	SyncEvery time.Duration
-	// FullEvery is the longest Run goes without a full copy; zero:
-	// 60 × SyncEvery.
+	// FullEvery: the first pass after the last full copy is this old is a
+	// full copy; zero: 60 × SyncEvery.
 	FullEvery time.Duration
 	// Clock is the clock (tests); time.Now by default.
 	Clock func() time.Time
@@ -203,10 +203,9 @@ func (w *WebhookSecrets) publish(ctx context.Context, recs map[int64]webhooksig.
 		w.written = map[int64]int64{}
 	}
 	for id, rec := range recs {
-		if len(w.written) >= maxSeen {
-			break
+		if v, ok := w.written[id]; ok || len(w.written) < maxSeen {
+			w.written[id] = max(v, rec.Version)
 		}
-		w.written[id] = max(w.written[id], rec.Version)
 	}
 }
 
@@ -234,8 +233,9 @@ func (w *WebhookSecrets) SyncAll(ctx context.Context) error {
 // the marker of a complete sync is missing (Redis was flushed), another
 // Redis server answers than at the last full sync (a restart or a
 // failover, which may have lost writes the marker survived), a write of
-// this process failed or the last full sync is FullEvery old (a key
-// Redis lost on its own); else it brings up to date the versions written
+// this process failed (these four also forget the versions seen in Redis)
+// or the last full sync is FullEvery old (a key Redis lost on its own);
+// else it brings up to date the versions written
 // since shortly before its previous pass that it has not seen in Redis
 // yet (syncChanges). Failures are logged and retried at the next pass. It
 // returns an error only when SyncEvery is not positive. Run must not run
@@ -254,12 +254,14 @@ func (w *WebhookSecrets) pass(ctx context.Context, full bool, since time.Time) (
 	if err != nil {
 		return time.Time{}, err
 	}
+	reset := full // the first pass, or one after a failed first pass
 	if !full {
 		synced, err := w.cache.Synced(ctx)
 		if err != nil {
 			return time.Time{}, err
 		}
-		full = !synced || w.dirty.Load() || server != w.server || start.Sub(w.lastFull) >= w.opt.FullEvery
+		reset = !synced || w.dirty.Load() || server != w.server
+		full = reset || start.Sub(w.lastFull) >= w.opt.FullEvery
 	}
 	w.mu.Lock()
 	written := w.written
@@ -271,7 +273,9 @@ func (w *WebhookSecrets) pass(ctx context.Context, full bool, since time.Time) (
 		}
 		return start, nil
 	}
-	w.seen = nil
+	if reset {
+		w.seen = nil // what Redis held may be gone
+	}
 	// The marker goes first: a flush during the sync removes it again,
 	// and the next pass starts over.
 	w.dirty.Store(false)
