@@ -51,9 +51,10 @@ type SecretCache interface {
 	Refresh(ctx context.Context, recs map[int64]webhooksig.Record) error
 	// Synced reports whether the marker of a complete sync is there.
 	Synced(ctx context.Context) (bool, error)
-	// Server names the Redis server answering (its run id): another name
-	// than before means a restart or a failover, which may have lost
-	// writes the marker survived.
+	// Server names the Redis server answering and its replication
+	// history (run id and replication id): another name than before
+	// means a restart or a failover, which may have lost writes the
+	// marker survived.
 	Server(ctx context.Context) (string, error)
 	// MarkSynced sets that marker.
 	MarkSynced(ctx context.Context) error
@@ -235,9 +236,8 @@ func (w *WebhookSecrets) SyncAll(ctx context.Context) error {
 // failover, which may have lost writes the marker survived), a write of
 // this process failed (these four also forget the versions seen in Redis)
 // or the last full sync is FullEvery old (a key Redis lost on its own);
-// else it brings up to date the versions written
-// since shortly before its previous pass that it has not seen in Redis
-// yet (syncChanges). Failures are logged and retried at the next pass. It
+// else it brings up to date the versions written since shortly before its
+// previous pass that it has not seen in Redis yet (syncChanges). Failures are logged and retried at the next pass. It
 // returns an error only when SyncEvery is not positive. Run must not run
 // twice at once on one WebhookSecrets.
 func (w *WebhookSecrets) Run(ctx context.Context) error {
