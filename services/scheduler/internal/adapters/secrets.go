@@ -83,31 +83,26 @@ func (s *MySQLStore) RotateSecret(ctx context.Context, id int64, secret string, 
 	return rec, nil
 }
 
+// secretColumns selects a webhook_secrets row (w) of a live target (t)
+// as readSecrets reads it.
+const secretColumns = `SELECT w.target_id, w.secret, w.previous_secret, w.previous_until, w.version
+		FROM webhook_secrets w JOIN notification_targets t ON t.id = w.target_id
+		WHERE t.status <> ? AND `
+
 // SecretPage returns up to limit webhook secret records of targets that
 // are not deleted, with a target id above afterID, in id order, and the
 // last id read.
 func (s *MySQLStore) SecretPage(ctx context.Context, afterID int64, limit int) (map[int64]webhooksig.Record, int64, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT w.target_id, w.secret, w.previous_secret, w.previous_until, w.version
-		FROM webhook_secrets w JOIN notification_targets t ON t.id = w.target_id
-		WHERE w.target_id > ? AND t.status <> ? ORDER BY w.target_id LIMIT ?`,
-		afterID, string(domain.StatusDeleted), limit)
+	rows, err := s.db.QueryContext(ctx, secretColumns+`w.target_id > ? ORDER BY w.target_id LIMIT ?`,
+		string(domain.StatusDeleted), afterID, limit)
 	if err != nil {
 		return nil, 0, fmt.Errorf("read webhook secrets: %w", err)
 	}
-	defer rows.Close()
-	out := map[int64]webhooksig.Record{}
-	last := afterID
-	for rows.Next() {
-		id, rec, err := scanSecret(rows)
-		if err != nil {
-			return nil, 0, err
-		}
-		out[id], last = rec, id
+	out, last, err := readSecrets(rows)
+	if err != nil {
+		return nil, 0, err
 	}
-	if err := rows.Err(); err != nil {
-		return nil, 0, fmt.Errorf("read webhook secrets: %w", err)
-	}
-	return out, last, nil
+	return out, max(last, afterID), nil
 }
 
 // SecretChanges returns up to limit (target id, version, updated_at) of
@@ -141,49 +136,48 @@ func (s *MySQLStore) SecretChanges(ctx context.Context, at time.Time, afterID in
 // SecretsOf returns the records of those of ids whose target is live
 // (not deleted).
 func (s *MySQLStore) SecretsOf(ctx context.Context, ids []int64) (map[int64]webhooksig.Record, error) {
-	out := map[int64]webhooksig.Record{}
 	if len(ids) == 0 {
-		return out, nil
+		return map[int64]webhooksig.Record{}, nil
 	}
+	var b strings.Builder
+	b.WriteString(secretColumns + `w.target_id IN `)
+	inList(&b, len(ids))
 	args := make([]any, 0, len(ids)+1)
 	args = append(args, string(domain.StatusDeleted))
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT w.target_id, w.secret, w.previous_secret, w.previous_until, w.version
-		FROM webhook_secrets w JOIN notification_targets t ON t.id = w.target_id
-		WHERE t.status <> ? AND w.target_id IN (?`+strings.Repeat(",?", len(ids)-1)+`)`, args...)
+	rows, err := s.db.QueryContext(ctx, b.String(), args...)
 	if err != nil {
 		return nil, fmt.Errorf("read %d webhook secrets: %w", len(ids), err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		id, rec, err := scanSecret(rows)
-		if err != nil {
-			return nil, err
-		}
-		out[id] = rec
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read %d webhook secrets: %w", len(ids), err)
-	}
-	return out, nil
+	out, _, err := readSecrets(rows)
+	return out, err
 }
 
-// scanSecret reads a (target_id, secret, previous_secret, previous_until,
-// version) row.
-func scanSecret(rows *sql.Rows) (int64, webhooksig.Record, error) {
-	var (
-		id    int64
-		rec   webhooksig.Record
-		prev  sql.NullString
-		until sql.NullTime
-	)
-	if err := rows.Scan(&id, &rec.Current, &prev, &until, &rec.Version); err != nil {
-		return 0, webhooksig.Record{}, fmt.Errorf("read webhook secret: %w", err)
+// readSecrets reads and closes rows of secretColumns: the records by
+// target id, and the last target id read (0: none).
+func readSecrets(rows *sql.Rows) (map[int64]webhooksig.Record, int64, error) {
+	defer rows.Close()
+	out := map[int64]webhooksig.Record{}
+	var last int64
+	for rows.Next() {
+		var (
+			id    int64
+			rec   webhooksig.Record
+			prev  sql.NullString
+			until sql.NullTime
+		)
+		if err := rows.Scan(&id, &rec.Current, &prev, &until, &rec.Version); err != nil {
+			return nil, 0, fmt.Errorf("read webhook secret: %w", err)
+		}
+		rec.Previous, rec.PreviousUntil = prev.String, until.Time
+		out[id], last = rec, id
 	}
-	rec.Previous, rec.PreviousUntil = prev.String, until.Time
-	return id, rec, nil
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("read webhook secrets: %w", err)
+	}
+	return out, last, nil
 }
 
 // DBNow returns the database's clock (UTC), the one updated_at uses.
