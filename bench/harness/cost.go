@@ -97,12 +97,7 @@ func ComputeCost(start, due, end CostSnapshot, n int64) Cost {
 	if n <= 0 {
 		return c
 	}
-	var total float64
-	for name, sec := range c.RunCPUSec {
-		c.CPUMicrosPerNotification[name] = round(sec*1e6/float64(n), 1)
-		total += sec
-	}
-	c.CPUMicrosPerNotification["total"] = round(total*1e6/float64(n), 1)
+	c.CPUMicrosPerNotification = perNotification(c.RunCPUSec, n)
 	if len(due.Rows) > 0 && len(end.Rows) > 0 {
 		c.MariaDBRowsPerNotification = map[string]float64{}
 		for counter, name := range RowCounters {
@@ -110,6 +105,20 @@ func ComputeCost(start, due, end CostSnapshot, n int64) Cost {
 		}
 	}
 	return c
+}
+
+// perNotification is the CPU microseconds per notification of each
+// process of sec (CPU seconds by name) over n notifications, and of all of
+// them as "total".
+func perNotification(sec map[string]float64, n int64) map[string]float64 {
+	out := make(map[string]float64, len(sec)+1)
+	var total float64
+	for name, s := range sec {
+		out[name] = round(s*1e6/float64(n), 1)
+		total += s
+	}
+	out["total"] = round(total*1e6/float64(n), 1)
+	return out
 }
 
 func cpuDelta(from, to CostSnapshot) map[string]float64 {

@@ -47,6 +47,10 @@ type Floor struct {
 	Partitions  int
 	Consumers   int // consumers of the first topic (the dispatchers)
 	RecordBytes int // size of each record's value
+	// CPU names the processes (by pid) whose CPU time the floor's timed
+	// part is measured on: the dependencies and the process running the
+	// floor, which stands in for the services. Empty: no CPU figures.
+	CPU map[string]int
 
 	db *sql.DB
 }
@@ -61,6 +65,11 @@ type FloorResult struct {
 	// PartSeconds is when each part of the floor was done, from its start:
 	// "write <table>", "read back <table>" and "kafka and redis".
 	PartSeconds map[string]float64 `json:"partSeconds"`
+	// CPUSec is the CPU seconds each process of Floor.CPU used over the
+	// timed part; CPUMicrosPerNotification is that per notification, each
+	// process's and their "total", as the run's cost states its own.
+	CPUSec                   map[string]float64 `json:"cpuSec,omitempty"`
+	CPUMicrosPerNotification map[string]float64 `json:"cpuMicrosPerNotification,omitempty"`
 }
 
 // shadow is a source table's rows, held in memory, and its copy's name.
@@ -113,6 +122,7 @@ func (f *Floor) Run(ctx context.Context) (FloorResult, error) {
 	keys := f.Name + ":floor:*"
 	defer func() { _, _ = deleteKeys(context.WithoutCancel(ctx), rdb, keys) }()
 
+	cpu := StartCPUMeter(f.CPU)
 	start := time.Now()
 	var mu sync.Mutex
 	part := func(name string, fn func() error) func() error {
@@ -137,6 +147,10 @@ func (f *Floor) Run(ctx context.Context) (FloorResult, error) {
 	}
 	res.Seconds = round(time.Since(start).Seconds(), 3)
 	res.PerSecond = round(float64(f.N)/res.Seconds, 1)
+	if len(f.CPU) > 0 {
+		res.CPUSec = cpu.Stop()
+		res.CPUMicrosPerNotification = perNotification(res.CPUSec, int64(f.N))
+	}
 	// Untimed: the work was all done.
 	for _, s := range shadows {
 		var n int

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -40,6 +41,7 @@ func TestFloorWritesEveryRowAndRecord(t *testing.T) {
 		Tables:     []FloorTable{{Source: "queue", Batch: 1000, ReadBack: 700, Key: "id"}, {Source: "notifications", Batch: 200}},
 		N:          n,
 		Partitions: 3, Consumers: 2, RecordBytes: 200,
+		CPU: map[string]int{"bench": os.Getpid()},
 	}
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -52,6 +54,13 @@ func TestFloorWritesEveryRowAndRecord(t *testing.T) {
 	}
 	if res.Seconds <= 0 || res.PerSecond <= 0 {
 		t.Errorf("floor took %vs (%v/s)", res.Seconds, res.PerSecond)
+	}
+	// This process did the floor's client work: its CPU is measured.
+	if res.CPUSec["bench"] <= 0 {
+		t.Errorf("floor CPU seconds %v, want the test process's above 0", res.CPUSec)
+	}
+	if got, want := res.CPUMicrosPerNotification["total"], round(res.CPUSec["bench"]*1e6/n, 1); got != want || res.CPUMicrosPerNotification["bench"] != want {
+		t.Errorf("floor CPU-us per notification %v, want bench and total %v", res.CPUMicrosPerNotification, want)
 	}
 	// The floor cleans up after itself.
 	var left int

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -18,12 +19,17 @@ const (
 	floorRelayBatch = 5000
 )
 
+// floorClient names this process in the floor's CPU figures.
+const floorClient = "bench"
+
 // measureFloor runs the floor of a finished run on its database and stores
 // the figures in res: the run's outbox rows written again in claim-sized
 // transactions and read back in relay-sized pages, its notifications rows
 // in sink-sized transactions, and its number of records through two topics
-// (see harness.Floor), all at once, with the services stopped.
-func measureFloor(ctx context.Context, res *result, iso harness.Isolation, deps harness.Deps, o options) error {
+// (see harness.Floor), all at once, with the services stopped. The floor's
+// CPU is measured on the local dependencies (root's .deps) and on this
+// process ("bench"), which does the services' part of the floor.
+func measureFloor(ctx context.Context, res *result, root string, iso harness.Isolation, deps harness.Deps, o options) error {
 	dsn, err := iso.DSN(deps)
 	if err != nil {
 		return err
@@ -34,13 +40,15 @@ func measureFloor(ctx context.Context, res *result, iso harness.Isolation, deps 
 		return err
 	}
 	fmt.Printf("floor: %d notifications, records of %d bytes\n", n, size)
+	cpu := harness.DepPids(root)
+	cpu[floorClient] = os.Getpid()
 	f := &harness.Floor{
 		DSN: dsn, Brokers: []string{deps.Kafka}, Redis: deps.Redis, Name: iso.Name,
 		Tables: []harness.FloorTable{
 			{Source: "outbox", Batch: floorClaimBatch, ReadBack: floorRelayBatch, Key: "id"},
 			{Source: "notifications", Batch: o.SinkBatch},
 		},
-		N: n, Partitions: o.Partitions, Consumers: o.Dispatchers, RecordBytes: size,
+		N: n, Partitions: o.Partitions, Consumers: o.Dispatchers, RecordBytes: size, CPU: cpu,
 	}
 	fr, err := f.Run(ctx)
 	if err != nil {

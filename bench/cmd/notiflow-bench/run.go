@@ -248,7 +248,7 @@ func benchmark(ctx context.Context, root string, o options) (_ *result, err erro
 		if recv != nil {
 			recv.proc.Stop(10 * time.Second)
 		}
-		if err := measureFloor(ctx, res, iso, deps, o); err != nil {
+		if err := measureFloor(ctx, res, root, iso, deps, o); err != nil {
 			return res, err
 		}
 	}
@@ -367,6 +367,9 @@ func printReport(title string, res *result) {
 	if res.Floor != nil {
 		fmt.Printf("floor: %d notifications in %.2fs = %.0f/s; floorRatio %.2f; parts done at (s) %v\n",
 			res.Floor.Notifications, res.Floor.Seconds, res.FloorPerSecond, res.FloorRatio, res.Floor.PartSeconds)
+		if len(res.Floor.CPUMicrosPerNotification) > 0 {
+			fmt.Printf("floor CPU-us per notification: %s\n", harness.FormatByProcess(res.Floor.CPUMicrosPerNotification))
+		}
 	}
 	fmt.Println(benchmarkLine(res.Run))
 }
