@@ -304,3 +304,60 @@ func TestClaimDropsStaleQueueEntries(t *testing.T) {
 		t.Fatalf("claim after release: %+v, %v", res, err)
 	}
 }
+
+// TestClaimFullBatchesThroughPreparedStatements claims 2,500 one-shots
+// 1,000 at a time: the full claims' queue DELETE and outbox INSERT run
+// through the store's prepared statements, the last claim's interpolated,
+// and both write the same rows (times to the microsecond, a duplicate
+// occurrence skipped by the prepared INSERT's ON DUPLICATE KEY).
+func TestClaimFullBatchesThroughPreparedStatements(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	ctx := context.Background()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	const n, limit = 2500, 1000
+	targets := make([]domain.Target, n)
+	for i := range targets {
+		targets[i] = oneShot(t, fmt.Sprintf("r%d", i), now.Add(-time.Duration(n-i)*time.Microsecond))
+	}
+	ids, err := s.CreateTargets(ctx, targets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One occurrence is in the outbox already: the first claim skips it.
+	if _, err := s.DB().ExecContext(ctx, `INSERT INTO outbox (target_id, occurrence_at, created_at) VALUES (?, ?, ?)`,
+		ids[5], targets[5].NextRunAt, now); err != nil {
+		t.Fatal(err)
+	}
+	inserted, claims := 0, 0
+	for {
+		res, err := s.ClaimDue(ctx, now, limit, domain.Planner{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Targets == 0 {
+			break
+		}
+		claims++
+		inserted += res.Inserted
+	}
+	if claims != 3 || inserted != n-1 {
+		t.Fatalf("%d claims wrote %d outbox rows, want 3 claims and %d rows", claims, inserted, n-1)
+	}
+	for _, q := range []string{fullOutboxInsert(), dequeueSQL(limit)} {
+		if !s.prepared.held(q) {
+			t.Errorf("not prepared: %.80s…", q)
+		}
+	}
+	var rows, matching, queued int
+	if err := s.DB().QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(t.next_run_at = o.occurrence_at), 0)
+		FROM outbox o JOIN notification_targets t ON t.id = o.target_id`).Scan(&rows, &matching); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM target_due`).Scan(&queued); err != nil {
+		t.Fatal(err)
+	}
+	if rows != n || matching != n || queued != 0 {
+		t.Fatalf("outbox %d rows, %d at their target's due time; %d queue entries left; want %d, %d, 0", rows, matching, queued, n, n)
+	}
+}
