@@ -76,7 +76,6 @@ func (c *Claim) Targets() int { return c.taken }
 // Claims may be begun while another one is being finished: that overlap is
 // what lets a scan use two database connections (see app.Scheduler).
 func (s *MySQLStore) BeginClaim(ctx context.Context, now time.Time, limit int, planner domain.Planner, from domain.ClaimCursor) (app.ClaimTx, error) {
-	s.prepareClaim(ctx, limit)
 	// READ COMMITTED: the locking read takes record locks only, no gap
 	// locks that would block the API inserting new due targets.
 	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
@@ -293,7 +292,10 @@ func (c *Claim) dequeue(ctx context.Context, first, last time.Time, ids []any) e
 	if len(ids) == 0 {
 		return nil
 	}
-	if _, err := c.s.prepared.exec(ctx, c.tx, dequeueSQL(len(ids)), append([]any{first, last}, ids...)...); err != nil {
+	var b strings.Builder
+	b.WriteString(`DELETE FROM target_due WHERE next_run_at BETWEEN ? AND ? AND target_id IN `)
+	inList(&b, len(ids))
+	if _, err := c.tx.ExecContext(ctx, b.String(), append([]any{first, last}, ids...)...); err != nil {
 		return fmt.Errorf("claim: dequeue %d due targets: %w", len(ids), err)
 	}
 	return nil
@@ -317,7 +319,7 @@ func (c *Claim) Finish(ctx context.Context) (domain.ClaimResult, error) {
 	if err := c.tx.QueryRowContext(ctx, `SELECT id FROM outbox_claim_lock WHERE id = 1 FOR UPDATE`).Scan(&one); err != nil {
 		return res, fmt.Errorf("claim: lock the outbox for writing: %w", err)
 	}
-	inserted, err := insertOutbox(ctx, c.tx, c.s.prepared, c.due, c.advances, c.now)
+	inserted, err := insertOutbox(ctx, c.tx, c.due, c.advances, c.now)
 	if err != nil {
 		return res, err
 	}

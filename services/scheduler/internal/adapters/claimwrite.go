@@ -17,10 +17,9 @@ const groupedUpdateMax = 8
 const outboxColumns = 4
 
 // insertOutbox writes one row per occurrence of the advances with
-// multi-row INSERTs (a full chunk through its prepared statement when
-// stmts holds it); an occurrence already in the outbox is skipped. It
+// multi-row INSERTs; an occurrence already in the outbox is skipped. It
 // returns the number of rows written.
-func insertOutbox(ctx context.Context, tx *sql.Tx, stmts *preparedStmts, due []domain.Target, advances []domain.Advance, now time.Time) (int, error) {
+func insertOutbox(ctx context.Context, tx *sql.Tx, due []domain.Target, advances []domain.Advance, now time.Time) (int, error) {
 	type occ struct {
 		target int64
 		at     time.Time
@@ -35,15 +34,17 @@ func insertOutbox(ctx context.Context, tx *sql.Tx, stmts *preparedStmts, due []d
 	inserted := 0
 	for start := 0; start < len(occs); start += insertChunk {
 		chunk := occs[start:min(start+insertChunk, len(occs))]
-		q := fullOutboxInsert()
-		if len(chunk) < insertChunk {
-			q = outboxInsertSQL(len(chunk))
-		}
+		var b strings.Builder
+		b.Grow(100 + len(chunk)*(2*outboxColumns+3))
+		b.WriteString(`INSERT INTO outbox (target_id, occurrence_at, run_id, created_at) VALUES `)
+		placeholders(&b, len(chunk), outboxColumns)
+		// id = id is a no-op: a duplicate occurrence keeps its first row.
+		b.WriteString(` ON DUPLICATE KEY UPDATE id = id`)
 		args := make([]any, 0, len(chunk)*outboxColumns)
 		for _, o := range chunk {
 			args = append(args, o.target, o.at, o.runID, now)
 		}
-		res, err := stmts.exec(ctx, tx, q, args...)
+		res, err := tx.ExecContext(ctx, b.String(), args...)
 		if err != nil {
 			return inserted, fmt.Errorf("claim: insert %d outbox rows: %w", len(chunk), err)
 		}

@@ -30,7 +30,6 @@ type MySQLStore struct {
 	// ids of one multi-row INSERT.
 	autoIncStep int64
 	schedules   scheduleCache
-	prepared    *preparedStmts
 
 	// BeforeClaimCommit, when set, runs inside every claim transaction
 	// after the outbox rows are written and before the commit; an error
@@ -77,7 +76,7 @@ func OpenMySQL(ctx context.Context, dsn string, maxConns int) (*MySQLStore, erro
 		_ = db.Close()
 		return nil, fmt.Errorf("open gorm: %w", err)
 	}
-	s := &MySQLStore{gdb: gdb, db: db, prepared: newPreparedStmts(db)}
+	s := &MySQLStore{gdb: gdb, db: db}
 	if err := db.QueryRowContext(ctx, `SELECT @@auto_increment_increment`).Scan(&s.autoIncStep); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("connect to mysql: %w", err)
@@ -85,11 +84,8 @@ func OpenMySQL(ctx context.Context, dsn string, maxConns int) (*MySQLStore, erro
 	return s, nil
 }
 
-// Close closes the prepared statements and the connection pool.
-func (s *MySQLStore) Close() error {
-	s.prepared.close()
-	return s.db.Close()
-}
+// Close closes the connection pool.
+func (s *MySQLStore) Close() error { return s.db.Close() }
 
 // Ping checks that the database answers (readiness).
 func (s *MySQLStore) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
