@@ -109,9 +109,12 @@ func ComputeCost(start, due, end CostSnapshot, n int64) Cost {
 
 // perNotification is the CPU microseconds per notification of each
 // process of sec (CPU seconds by name) over n notifications, and of all of
-// them as "total".
+// them as "total"; empty when n is not positive.
 func perNotification(sec map[string]float64, n int64) map[string]float64 {
 	out := make(map[string]float64, len(sec)+1)
+	if n <= 0 {
+		return out
+	}
 	var total float64
 	for name, s := range sec {
 		out[name] = round(s*1e6/float64(n), 1)

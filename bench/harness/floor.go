@@ -20,10 +20,12 @@ import (
 )
 
 // FloorTable is one table the floor writes: shadow copies of the rows of
-// Source, written in transactions of Batch rows.
+// Source, written in transactions of Batch rows by Writers connections at
+// once (at least one).
 type FloorTable struct {
-	Source string
-	Batch  int
+	Source  string
+	Batch   int
+	Writers int
 	// ReadBack, when positive, reads the written rows back in the order of
 	// Key (an increasing unique column), ReadBack rows per query, as the
 	// relay reads the outbox.
@@ -204,32 +206,72 @@ func (f *Floor) load(ctx context.Context, t FloorTable) (*shadow, error) {
 	return s, nil
 }
 
+// floorPartRows is the most rows one of the floor's INSERT statements
+// carries.
+const floorPartRows = 1000
+
 // write inserts s's rows into its shadow, Batch rows per transaction, in
-// statements of at most 1,000 rows.
+// statements of at most floorPartRows rows; s.Writers connections each
+// take the next transaction's rows as they finish one. A statement of the
+// full size runs prepared (once per connection, as the sink's full batch
+// does), others interpolated.
 func (f *Floor) write(ctx context.Context, s *shadow) error {
 	cols := "(`" + strings.Join(s.cols, "`,`") + "`)"
 	tuple := "(" + strings.TrimSuffix(strings.Repeat("?,", len(s.cols)), ",") + ")"
-	for from := 0; from < len(s.rows); from += s.Batch {
-		batch := s.rows[from:min(from+s.Batch, len(s.rows))]
-		tx, err := f.db.BeginTx(ctx, nil)
+	insert := func(rows int) string {
+		return "INSERT INTO `" + s.name + "` " + cols + " VALUES " + strings.TrimSuffix(strings.Repeat(tuple+",", rows), ",")
+	}
+	partRows := min(s.Batch, floorPartRows)
+	full, err := f.db.PrepareContext(ctx, insert(partRows))
+	if err != nil {
+		return fmt.Errorf("floor: prepare the insert into %s: %w", s.name, err)
+	}
+	defer full.Close()
+	var next atomic.Int64 // index of the next batch's first row
+	g, gctx := errgroup.WithContext(ctx)
+	for range max(s.Writers, 1) {
+		g.Go(func() error {
+			for {
+				from := int(next.Add(int64(s.Batch))) - s.Batch
+				if from >= len(s.rows) {
+					return nil
+				}
+				batch := s.rows[from:min(from+s.Batch, len(s.rows))]
+				if err := f.writeBatch(gctx, s, batch, partRows, full, insert); err != nil {
+					return err
+				}
+			}
+		})
+	}
+	return g.Wait()
+}
+
+// writeBatch inserts batch into s's shadow in one transaction, partRows
+// rows a statement: full runs a statement of partRows rows, insert(n)
+// is the statement of n rows.
+func (f *Floor) writeBatch(ctx context.Context, s *shadow, batch [][]any, partRows int, full *sql.Stmt, insert func(int) string) error {
+	tx, err := f.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("floor: begin a write of %s: %w", s.name, err)
+	}
+	for i := 0; i < len(batch); i += partRows {
+		part := batch[i:min(i+partRows, len(batch))]
+		args := make([]any, 0, len(part)*len(s.cols))
+		for _, r := range part {
+			args = append(args, r...)
+		}
+		if len(part) == partRows {
+			_, err = tx.StmtContext(ctx, full).ExecContext(ctx, args...)
+		} else {
+			_, err = tx.ExecContext(ctx, insert(len(part)), args...)
+		}
 		if err != nil {
-			return fmt.Errorf("floor: begin a write of %s: %w", s.name, err)
+			_ = tx.Rollback()
+			return fmt.Errorf("floor: insert into %s: %w", s.name, err)
 		}
-		for i := 0; i < len(batch); i += 1000 {
-			part := batch[i:min(i+1000, len(batch))]
-			args := make([]any, 0, len(part)*len(s.cols))
-			for _, r := range part {
-				args = append(args, r...)
-			}
-			q := "INSERT INTO `" + s.name + "` " + cols + " VALUES " + strings.TrimSuffix(strings.Repeat(tuple+",", len(part)), ",")
-			if _, err := tx.ExecContext(ctx, q, args...); err != nil {
-				_ = tx.Rollback()
-				return fmt.Errorf("floor: insert into %s: %w", s.name, err)
-			}
-		}
-		if err := tx.Commit(); err != nil {
-			return fmt.Errorf("floor: commit a write of %s: %w", s.name, err)
-		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("floor: commit a write of %s: %w", s.name, err)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -19,13 +20,25 @@ const (
 	floorRelayBatch = 5000
 )
 
+// floorSinkWriters is how many transactions of notifications rows the
+// floor writes at once: the sink's flush concurrency
+// (NOTIFLOW_FLUSH_CONCURRENCY, read from the environment the sink
+// inherits, else its default). The outbox is written by one: the claims'
+// outbox writes are serialised (the scheduler's outbox_claim_lock).
+func floorSinkWriters() int {
+	if n, err := strconv.Atoi(os.Getenv("NOTIFLOW_FLUSH_CONCURRENCY")); err == nil && n > 0 {
+		return n
+	}
+	return 4
+}
+
 // floorClient names this process in the floor's CPU figures.
 const floorClient = "bench"
 
 // measureFloor runs the floor of a finished run on its database and stores
 // the figures in res: the run's outbox rows written again in claim-sized
 // transactions and read back in relay-sized pages, its notifications rows
-// in sink-sized transactions, and its number of records through two topics
+// in sink-sized transactions, as many at once as the sink flushes, and its number of records through two topics
 // (see harness.Floor), all at once, with the services stopped. The floor's
 // CPU is measured on the local dependencies (root's .deps) and on this
 // process ("bench"), which does the services' part of the floor.
@@ -45,8 +58,8 @@ func measureFloor(ctx context.Context, res *result, root string, iso harness.Iso
 	f := &harness.Floor{
 		DSN: dsn, Brokers: []string{deps.Kafka}, Redis: deps.Redis, Name: iso.Name,
 		Tables: []harness.FloorTable{
-			{Source: "outbox", Batch: floorClaimBatch, ReadBack: floorRelayBatch, Key: "id"},
-			{Source: "notifications", Batch: o.SinkBatch},
+			{Source: "outbox", Batch: floorClaimBatch, Writers: 1, ReadBack: floorRelayBatch, Key: "id"},
+			{Source: "notifications", Batch: o.SinkBatch, Writers: floorSinkWriters()},
 		},
 		N: n, Partitions: o.Partitions, Consumers: o.Dispatchers, RecordBytes: size, CPU: cpu,
 	}
