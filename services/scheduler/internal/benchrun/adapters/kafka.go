@@ -39,8 +39,9 @@ func (l *Lag) Groups() []string {
 	return out
 }
 
-// Sample returns the current lag of every group: one ListOffsets for the
-// high watermarks and one OffsetFetch per group.
+// Sample returns the current lag of every group: one ListOffsets call for
+// the high watermarks (kafka-go sends it as one request per partition) and
+// one OffsetFetch per group (each after a FindCoordinator).
 func (l *Lag) Sample(ctx context.Context) (map[string]int64, error) {
 	parts, err := l.topicPartitions(ctx)
 	if err != nil {
