@@ -97,6 +97,17 @@ func (f *Floor) Run(ctx context.Context) (FloorResult, error) {
 		return res, fmt.Errorf("floor: open the database: %w", err)
 	}
 	defer f.db.Close()
+	// Every connection the floor uses at once stays open, so that each
+	// prepares its statement once: a writer per table's Writers, a reader
+	// per ReadBack.
+	conns := 1
+	for _, t := range f.Tables {
+		conns += max(t.Writers, 1)
+		if t.ReadBack > 0 {
+			conns++
+		}
+	}
+	f.db.SetMaxIdleConns(conns)
 	shadows := make([]*shadow, len(f.Tables))
 	for i, t := range f.Tables {
 		s, err := f.load(ctx, t)

@@ -38,8 +38,9 @@ const floorClient = "bench"
 // measureFloor runs the floor of a finished run on its database and stores
 // the figures in res: the run's outbox rows written again in claim-sized
 // transactions and read back in relay-sized pages, its notifications rows
-// in sink-sized transactions, as many at once as the sink flushes, and its number of records through two topics
-// (see harness.Floor), all at once, with the services stopped. The floor's
+// in sink-sized transactions, as many at once as the sink flushes, and its
+// number of records through two topics (see harness.Floor), all at once,
+// with the services stopped. The floor's
 // CPU is measured on the local dependencies (root's .deps) and on this
 // process ("bench"), which does the services' part of the floor.
 func measureFloor(ctx context.Context, res *result, root string, iso harness.Isolation, deps harness.Deps, o options) error {
