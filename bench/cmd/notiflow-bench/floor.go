@@ -40,9 +40,9 @@ const floorClient = "bench"
 // transactions and read back in relay-sized pages, its notifications rows
 // in sink-sized transactions, as many at once as the sink flushes, and its
 // number of records through two topics (see harness.Floor), all at once,
-// with the services stopped. The floor's
-// CPU is measured on the local dependencies (root's .deps) and on this
-// process ("bench"), which does the services' part of the floor.
+// with the services stopped. The floor's CPU is measured on the local
+// dependencies (root's .deps) and on this process ("bench"), which does
+// the services' part of the floor.
 func measureFloor(ctx context.Context, res *result, root string, iso harness.Isolation, deps harness.Deps, o options) error {
 	dsn, err := iso.DSN(deps)
 	if err != nil {
