@@ -233,13 +233,14 @@ func (w *WebhookSecrets) SyncAll(ctx context.Context) error {
 // everything at start, and every SyncEvery it syncs everything again when
 // the marker of a complete sync is missing (Redis was flushed), another
 // Redis server answers than at the last full sync (a restart or a
-// failover, which may have lost writes the marker survived), a write of
-// this process failed (these four also forget the versions seen in Redis)
-// or the last full sync is FullEvery old (a key Redis lost on its own);
-// else it brings up to date the versions written since shortly before its
-// previous pass that it has not seen in Redis yet (syncChanges). Failures are logged and retried at the next pass. It
-// returns an error only when SyncEvery is not positive. Run must not run
-// twice at once on one WebhookSecrets.
+// failover, which may have lost writes the marker survived) or a write of
+// this process failed (these, like the first pass, also forget the
+// versions seen in Redis), or when the last full sync is FullEvery old (a
+// key Redis lost on its own); else it brings up to date the versions
+// written since shortly before its previous pass that it has not seen in
+// Redis yet (syncChanges). Failures are logged and retried at the next
+// pass. It returns an error only when SyncEvery is not positive. Run must
+// not run twice at once on one WebhookSecrets.
 func (w *WebhookSecrets) Run(ctx context.Context) error {
 	return keepCopy(ctx, "webhook secrets", w.opt.SyncEvery, 100*time.Millisecond, w.log, "", w.pass)
 }
