@@ -45,6 +45,7 @@ type Service struct {
 	store  *adapters.MySQLStore
 	rdb    *redis.Client
 	writer *kafka.Writer
+	lag    *benchadapters.Lag
 	sched  *app.Scheduler
 	bench  *benchapp.Service
 	// secrets keeps the Redis copy of the webhook signing secrets in step.
@@ -197,14 +198,15 @@ func loadStaticTemplates(file string) (map[string]string, error) {
 func (s *Service) newBench(targets *app.Targets) *benchapp.Service {
 	cfg := s.cfg
 	kc := &kafka.Client{Addr: kafka.TCP(cfg.Kafka.Brokers...), Timeout: 2 * time.Second}
+	s.lag = benchadapters.NewLag(kc,
+		benchadapters.GroupTopic{Group: cfg.DispatcherGroup, Topic: cfg.Kafka.TopicDue},
+		benchadapters.GroupTopic{Group: cfg.SinkGroup, Topic: cfg.Kafka.TopicDispatched})
 	return benchapp.NewService(benchapp.Deps{
 		Runs:      benchadapters.NewStore(s.store.DB()),
 		Targets:   app.NewRuns(targets, s.store),
 		Persisted: benchadapters.NewPersisted(s.store.DB()),
 		Sends:     benchadapters.NewSimSends(s.rdb, cfg.RedisPrefix),
-		Lag: benchadapters.NewLag(kc,
-			benchadapters.GroupTopic{Group: cfg.DispatcherGroup, Topic: cfg.Kafka.TopicDue},
-			benchadapters.GroupTopic{Group: cfg.SinkGroup, Topic: cfg.Kafka.TopicDispatched}),
+		Lag:       s.lag,
 	},
 		benchapp.Options{
 			Lead: cfg.BenchLead, Stall: cfg.BenchStall, Sample: cfg.BenchSample, MaxNotifications: cfg.BenchMaxNotifications,
@@ -249,7 +251,8 @@ func (s *Service) Handler() http.Handler { return s.mux }
 // webhook secrets and fences syncs to Redis (app.WebhookSecrets.Run,
 // app.Fences.Run) are helpers. The
 // HTTP server then stops, letting in-flight API requests finish, and the
-// Kafka writer, Redis and MySQL are closed last.
+// benchmark lag sampler's broker connections, the Kafka writer, Redis
+// and MySQL are closed last.
 //
 // Run returns an error when a component fails, or when the shutdown takes
 // longer than NOTIFLOW_SHUTDOWN_TIMEOUT.
@@ -273,6 +276,9 @@ func (s *Service) Run(ctx context.Context, ln net.Listener) error {
 }
 
 func (s *Service) close() {
+	if s.lag != nil {
+		s.lag.Close()
+	}
 	if s.writer != nil {
 		_ = s.writer.Close()
 	}

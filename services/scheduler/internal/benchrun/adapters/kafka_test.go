@@ -2,11 +2,20 @@ package adapters_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"maps"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
 
 	"github.com/notiflow/notiflow/lib/kafkax"
 	"github.com/notiflow/notiflow/lib/testkit"
@@ -83,5 +92,208 @@ func TestLag(t *testing.T) {
 	}
 	if g := lag.Groups(); len(g) != 2 || g[0] != committing || g[1] != idle {
 		t.Fatalf("groups = %v", g)
+	}
+}
+
+// requestCounter counts, by API key, the Kafka requests written on the
+// connections it dials, and keeps the connections (to cut them).
+type requestCounter struct {
+	mu     sync.Mutex
+	counts map[protocol.ApiKey]int
+	conns  []net.Conn
+	dials  int
+}
+
+func (rc *requestCounter) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	rc.mu.Lock()
+	rc.dials++
+	rc.conns = append(rc.conns, c)
+	rc.mu.Unlock()
+	return &countingConn{Conn: c, rc: rc}, nil
+}
+
+func (rc *requestCounter) take() (map[protocol.ApiKey]int, int) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	c, d := rc.counts, rc.dials
+	rc.counts, rc.dials = map[protocol.ApiKey]int{}, 0
+	return c, d
+}
+
+// countingConn parses the request frames written on it (4-byte size,
+// then the 2-byte API key) and counts them.
+type countingConn struct {
+	net.Conn
+	rc  *requestCounter
+	buf []byte
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	c.buf = append(c.buf, p...)
+	for len(c.buf) >= 6 {
+		size := int(binary.BigEndian.Uint32(c.buf))
+		if len(c.buf) < 4+size {
+			break
+		}
+		c.rc.mu.Lock()
+		c.rc.counts[protocol.ApiKey(binary.BigEndian.Uint16(c.buf[4:]))]++
+		c.rc.mu.Unlock()
+		c.buf = c.buf[4+size:]
+	}
+	return c.Conn.Write(p)
+}
+
+// TestLagRequests: once it knows the layout and the coordinators, a sample
+// of two groups whose topics have 3 and 2 partitions on one broker is one
+// ListOffsets request and two OffsetFetch requests on kept connections;
+// after the broker connection is cut, the next sample succeeds on a new
+// one with the same lag.
+func TestLagRequests(t *testing.T) {
+	t.Parallel()
+	brokers := testkit.KafkaBrokers(t)
+	ctx := context.Background()
+	due, dispatched := testkit.Topic(t, brokers, 3), testkit.Topic(t, brokers, 2)
+	w := kafkax.NewWriter(brokers, kafkax.WriterOptions{})
+	defer w.Close()
+	var msgs []kafka.Message
+	for i := 0; i < 10; i++ {
+		msgs = append(msgs, kafka.Message{Topic: due, Key: []byte(fmt.Sprint("k", i)), Value: []byte("v")},
+			kafka.Message{Topic: dispatched, Key: []byte(fmt.Sprint("k", i)), Value: []byte("v")})
+	}
+	if err := w.WriteMessages(ctx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
+	g1, g2 := testkit.Group(t), testkit.Group(t)+"_2"
+	lag := adapters.NewLag(client, adapters.GroupTopic{Group: g1, Topic: due}, adapters.GroupTopic{Group: g2, Topic: dispatched})
+	defer lag.Close()
+	rc := &requestCounter{counts: map[protocol.ApiKey]int{}}
+	adapters.SetDial(lag, rc.dial)
+
+	want := map[string]int64{g1: 10, g2: 10}
+	sample := func(what string) {
+		t.Helper()
+		got, err := lag.Sample(ctx)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if !maps.Equal(got, want) {
+			t.Fatalf("%s: lag = %v, want %v", what, got, want)
+		}
+	}
+	sample("first sample")
+	rc.take()
+	for i := 0; i < 3; i++ {
+		sample("kept connections")
+	}
+	counts, dials := rc.take()
+	if wantCounts := map[protocol.ApiKey]int{protocol.ListOffsets: 3, protocol.OffsetFetch: 6}; !maps.Equal(counts, wantCounts) || dials != 0 {
+		t.Fatalf("3 samples sent %v on %d new connections, want %v on none", counts, dials, wantCounts)
+	}
+
+	rc.mu.Lock()
+	for _, c := range rc.conns {
+		_ = c.Close()
+	}
+	rc.mu.Unlock()
+	sample("after the connection was cut")
+	if counts, dials := rc.take(); dials == 0 || counts[protocol.ApiVersions] == 0 {
+		t.Fatalf("after the cut: %d new connections, requests %v; want a new connection and its ApiVersions", dials, counts)
+	}
+}
+
+// BenchmarkLagSample measures what one lag sample of two groups over
+// 12-partition topics costs the broker (and this process), samples taken
+// back to back, for the adapter and for the same sample through kafka-go's
+// Client (the baseline: a ListOffsets request per partition, a
+// FindCoordinator before each OffsetFetch). The broker's CPU includes its
+// own idle work over the time (about 5 % of a core here). Paced as the
+// watcher samples (every 250 ms), a sample's cost is below the broker's
+// idle work's variation over the same time, so the samples run back to
+// back. The broker must run on this machine from `make deps` (its pid in
+// .deps/kafka/kafka.pid).
+//
+//	go test -run '^$' -bench LagSample -benchtime 2000x -count 3 ./internal/benchrun/adapters/
+func BenchmarkLagSample(b *testing.B) {
+	brokers := testkit.KafkaBrokers(b)
+	pid := kafkaPid(b)
+	ctx := context.Background()
+	due, dispatched := testkit.Topic(b, brokers, 12), testkit.Topic(b, brokers, 12)
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
+	groups := []adapters.GroupTopic{{Group: testkit.Group(b), Topic: due}, {Group: testkit.Group(b) + "_2", Topic: dispatched}}
+	lag := adapters.NewLag(client, groups...)
+	defer lag.Close()
+	all := []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}
+	samplers := map[string]func() error{
+		"adapter": func() error { _, err := lag.Sample(ctx); return err },
+		"kafka-go-client": func() error {
+			req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
+			for _, g := range groups {
+				for _, p := range all {
+					req.Topics[g.Topic] = append(req.Topics[g.Topic], kafka.LastOffsetOf(p))
+				}
+			}
+			if _, err := client.ListOffsets(ctx, req); err != nil {
+				return err
+			}
+			for _, g := range groups {
+				res, err := client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: g.Group, Topics: map[string][]int{g.Topic: all}})
+				if err == nil {
+					err = res.Error
+				}
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	for _, name := range []string{"kafka-go-client", "adapter"} {
+		b.Run(name, func(b *testing.B) {
+			if err := samplers[name](); err != nil { // connections, metadata, coordinators
+				b.Fatal(err)
+			}
+			k0, c0 := testkit.ProcessCPUSeconds(pid), testkit.ProcessCPUSeconds(os.Getpid())
+			b.ResetTimer()
+			for range b.N {
+				if err := samplers[name](); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			k1, c1 := testkit.ProcessCPUSeconds(pid), testkit.ProcessCPUSeconds(os.Getpid())
+			b.ReportMetric((k1-k0)*1e6/float64(b.N), "broker_cpu_us/sample")
+			b.ReportMetric((c1-c0)*1e6/float64(b.N), "client_cpu_us/sample")
+		})
+	}
+}
+
+// kafkaPid returns the pid of the broker `make deps` runs, from
+// .deps/kafka/kafka.pid in the first directory up from here that has one.
+func kafkaPid(tb testing.TB) int {
+	tb.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, ".deps", "kafka", "kafka.pid"))
+		if err == nil {
+			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil || testkit.ProcessCPUSeconds(pid) < 0 {
+				tb.Fatalf("no broker process with the pid in %s", filepath.Join(dir, ".deps", "kafka", "kafka.pid"))
+			}
+			return pid
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			tb.Fatal("no .deps/kafka/kafka.pid above the working directory: start the broker with make deps")
+		}
+		dir = parent
 	}
 }
