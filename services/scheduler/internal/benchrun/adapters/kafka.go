@@ -28,17 +28,17 @@ type GroupTopic struct {
 // topic's partitions of high watermark minus committed offset (a partition
 // without a committed offset counts from 0).
 //
-// A sample is one ListOffsets request per partition leader, asking for all
-// the partitions it leads, and one OffsetFetch request per group, sent to
-// the group's coordinator: at one broker, 1 + groups requests. kafka-go's
-// Client would send a ListOffsets request per partition and a
-// FindCoordinator before every OffsetFetch (28 requests for two groups
-// over 12 partitions each), and every request costs the broker CPU the
-// pipeline being measured needs. So the requests are encoded by kafka-go's
-// protocol package and sent on connections Lag keeps, one per broker
-// (version negotiated once per connection); the client finds the
-// partitions' leaders (Metadata) and the coordinators (FindCoordinator),
-// both remembered until a sample fails. A request that fails on a kept
+// A sample is one ListOffsets request per partition leader, for all the
+// partitions it leads, and one OffsetFetch request per group, to the
+// group's coordinator (bench/README.md says what that saves against
+// kafka-go's Client, which splits ListOffsets by partition and finds the
+// coordinator before every OffsetFetch). The requests are encoded by
+// kafka-go's protocol package and sent on connections Lag keeps, one per
+// broker, the versions negotiated once per connection. The leaders
+// (Metadata) and the coordinators (FindCoordinator) come from the client
+// and are kept until a sample fails; the client answers Metadata from its
+// transport's cache, so after a leader change samples may fail until that
+// cache is refreshed (MetadataTTL). A request that fails on a kept
 // connection is sent once more on a new one (the broker may have closed it
 // while idle): the requests only read.
 //
@@ -60,11 +60,12 @@ type lagLayout struct {
 	leaders    map[string]map[string][]int // leader address -> topic -> partition ids
 }
 
-// lagTimeout bounds a request when ctx has no earlier deadline.
+// lagTimeout bounds a sample when the client has no Timeout.
 const lagTimeout = 10 * time.Second
 
-// NewLag samples groups, asking client (its Addr and Timeout) for the
-// cluster's metadata and the groups' coordinators.
+// NewLag samples groups, asking client for the cluster's metadata and the
+// groups' coordinators. A whole sample, connecting included, is bounded by
+// client.Timeout (lagTimeout when it is 0).
 func NewLag(client *kafka.Client, groups ...GroupTopic) *Lag {
 	var d net.Dialer
 	return &Lag{client: client, groups: groups, dial: d.DialContext, coord: map[string]string{}, conns: map[string]*brokerConn{}}
@@ -79,7 +80,8 @@ func (l *Lag) Groups() []string {
 	return out
 }
 
-// Close closes the connections Lag keeps; a later Sample opens new ones.
+// Close closes the connections Lag keeps, after a sample in progress; a
+// later Sample opens new ones.
 func (l *Lag) Close() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -89,12 +91,19 @@ func (l *Lag) Close() {
 	}
 }
 
-// Sample returns the current lag of every group (see Lag). After an error
-// it forgets the partitions' leaders and the coordinators, so the next
-// sample asks again.
+// Sample returns the current lag of every group (see Lag), within the
+// client's Timeout. When ctx ends or the time is up, the request under way
+// is abandoned and its connection closed. After any error it forgets the
+// partitions' leaders and the coordinators, so the next sample asks again.
 func (l *Lag) Sample(ctx context.Context) (map[string]int64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	timeout := l.client.Timeout
+	if timeout <= 0 {
+		timeout = lagTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	out, err := l.sample(ctx)
 	if err != nil {
 		l.layout = nil
@@ -148,7 +157,11 @@ func (l *Lag) sample(ctx context.Context) (map[string]int64, error) {
 			if !ok {
 				return nil, fmt.Errorf("no high watermark of %s/%d in the brokers' answers", g.Topic, p)
 			}
-			lag += max(0, h-max(committed[p], 0))
+			c, ok := committed[p]
+			if !ok {
+				return nil, fmt.Errorf("no committed offset of group %s on %s/%d in the coordinator's answer", g.Group, g.Topic, p)
+			}
+			lag += max(0, h-max(c, 0))
 		}
 		out[g.Group] = lag
 	}
@@ -311,12 +324,12 @@ func (l *Lag) connect(ctx context.Context, addr string) (*brokerConn, error) {
 	return c, nil
 }
 
-// roundTrip sends req and reads its answer, by ctx's deadline or within
-// lagTimeout.
+// roundTrip sends req and reads its answer, by ctx's deadline (lagTimeout
+// without one); when ctx ends first it fails at once.
 func (c *brokerConn) roundTrip(ctx context.Context, req protocol.Message) (protocol.Message, error) {
-	deadline := time.Now().Add(lagTimeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(lagTimeout)
 	}
 	if err := c.conn.SetDeadline(deadline); err != nil {
 		return nil, err
