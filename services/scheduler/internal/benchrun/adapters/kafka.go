@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -217,7 +218,10 @@ func (l *Lag) topicLayout(ctx context.Context) (*lagLayout, error) {
 	}
 	var topics []string
 	for _, g := range l.groups {
-		topics = append(topics, g.Topic)
+		// Groups may share a topic: it is asked for, and sampled, once.
+		if !slices.Contains(topics, g.Topic) {
+			topics = append(topics, g.Topic)
+		}
 	}
 	md, err := l.client.Metadata(ctx, &kafka.MetadataRequest{Topics: topics})
 	if err != nil {
@@ -225,6 +229,9 @@ func (l *Lag) topicLayout(ctx context.Context) (*lagLayout, error) {
 	}
 	lay := &lagLayout{partitions: map[string][]int{}, leaders: map[string]map[string][]int{}}
 	for _, t := range md.Topics {
+		if _, seen := lay.partitions[t.Name]; seen {
+			continue
+		}
 		if t.Error != nil {
 			return nil, fmt.Errorf("topic %s: %w", t.Name, t.Error)
 		}

@@ -176,6 +176,59 @@ func (c *countingConn) Read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
 
+// countingRoundTripper counts, by API key, the requests a kafka.Client
+// makes through it.
+type countingRoundTripper struct {
+	next   kafka.RoundTripper
+	mu     sync.Mutex
+	counts map[protocol.ApiKey]int
+}
+
+func (c *countingRoundTripper) RoundTrip(ctx context.Context, addr net.Addr, req kafka.Request) (kafka.Response, error) {
+	c.mu.Lock()
+	c.counts[req.ApiKey()]++
+	c.mu.Unlock()
+	return c.next.RoundTrip(ctx, addr, req)
+}
+
+func (c *countingRoundTripper) take() map[protocol.ApiKey]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.counts
+	c.counts = map[protocol.ApiKey]int{}
+	return out
+}
+
+// TestLagGroupsShareTopic: two groups consuming one topic are sampled
+// over its partitions once each (the topic is asked for once, its
+// partitions requested once): each group's lag is the topic's records.
+func TestLagGroupsShareTopic(t *testing.T) {
+	t.Parallel()
+	brokers := testkit.KafkaBrokers(t)
+	ctx := context.Background()
+	topic := testkit.Topic(t, brokers, 3)
+	w := kafkax.NewWriter(brokers, kafkax.WriterOptions{})
+	defer w.Close()
+	var msgs []kafka.Message
+	for i := 0; i < 12; i++ {
+		msgs = append(msgs, kafka.Message{Topic: topic, Key: []byte(fmt.Sprint("k", i)), Value: []byte("v")})
+	}
+	if err := w.WriteMessages(ctx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
+	g1, g2 := testkit.Group(t), testkit.Group(t)+"_2"
+	lag := adapters.NewLag(client, adapters.GroupTopic{Group: g1, Topic: topic}, adapters.GroupTopic{Group: g2, Topic: topic})
+	defer lag.Close()
+	got, err := lag.Sample(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]int64{g1: 12, g2: 12}; !maps.Equal(got, want) {
+		t.Fatalf("lag = %v, want %v", got, want)
+	}
+}
+
 // TestLagRequests: once it knows the layout and the coordinators, a sample
 // of two groups whose topics have 3 and 2 partitions on one broker is one
 // ListOffsets request and two OffsetFetch requests on kept connections,
@@ -198,10 +251,15 @@ func TestLagRequests(t *testing.T) {
 	if err := w.WriteMessages(ctx, msgs...); err != nil {
 		t.Fatal(err)
 	}
-	viaClient, viaLag := newRequestCounter(), newRequestCounter()
-	// No background metadata refresh within the test.
-	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second,
-		Transport: &kafka.Transport{Dial: viaClient.dial, MetadataTTL: time.Hour}}
+	viaLag := newRequestCounter()
+	// The client's requests are counted as it makes them (its transport
+	// answers Metadata from a cache, without a request on the wire). A
+	// background metadata refresh within the test is very unlikely: it
+	// comes at a random time within the hour.
+	tr := &kafka.Transport{MetadataTTL: time.Hour}
+	defer tr.CloseIdleConnections()
+	viaClient := &countingRoundTripper{next: tr, counts: map[protocol.ApiKey]int{}}
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second, Transport: viaClient}
 	g1, g2 := testkit.Group(t), testkit.Group(t)+"_2"
 	lag := adapters.NewLag(client, adapters.GroupTopic{Group: g1, Topic: due}, adapters.GroupTopic{Group: g2, Topic: dispatched})
 	defer lag.Close()
@@ -219,7 +277,9 @@ func TestLagRequests(t *testing.T) {
 		}
 	}
 	sample("first sample")
-	viaClient.take()
+	if counts := viaClient.take(); counts[protocol.Metadata] != 1 || counts[protocol.FindCoordinator] != 2 {
+		t.Fatalf("first sample asked the client %v, want 1 Metadata and 2 FindCoordinator", counts)
+	}
 	viaLag.take()
 	for i := 0; i < 3; i++ {
 		sample("kept connections")
@@ -227,7 +287,7 @@ func TestLagRequests(t *testing.T) {
 	if counts, dials := viaLag.take(); !maps.Equal(counts, map[protocol.ApiKey]int{protocol.ListOffsets: 3, protocol.OffsetFetch: 6}) || dials != 0 {
 		t.Fatalf("3 samples sent %v on %d new connections, want 3 ListOffsets and 6 OffsetFetch on none", counts, dials)
 	}
-	if counts, _ := viaClient.take(); len(counts) != 0 {
+	if counts := viaClient.take(); len(counts) != 0 {
 		t.Fatalf("3 samples asked the client %v, want nothing", counts)
 	}
 
