@@ -2,7 +2,6 @@ package harness
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -39,22 +38,7 @@ func Build(ctx context.Context, root, binDir string, services ...string) error {
 
 // Root finds the repository root from the working directory (the folder
 // holding go.work).
-func Root() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.work above the working directory")
-		}
-		dir = parent
-	}
-}
+func Root() (string, error) { return testkit.RepoRoot() }
 
 // Proc is one running service process.
 type Proc struct {

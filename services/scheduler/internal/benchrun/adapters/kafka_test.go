@@ -368,26 +368,21 @@ func BenchmarkLagSample(b *testing.B) {
 }
 
 // kafkaPid returns the pid of the broker `make deps` runs, from
-// .deps/kafka/kafka.pid in the first directory up from here that has one.
+// .deps/kafka/kafka.pid in the repository.
 func kafkaPid(tb testing.TB) int {
 	tb.Helper()
-	dir, err := os.Getwd()
+	root, err := testkit.RepoRoot()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	for {
-		b, err := os.ReadFile(filepath.Join(dir, ".deps", "kafka", "kafka.pid"))
-		if err == nil {
-			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-			if err != nil || testkit.ProcessCPUSeconds(pid) < 0 {
-				tb.Fatalf("no broker process with the pid in %s", filepath.Join(dir, ".deps", "kafka", "kafka.pid"))
-			}
-			return pid
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			tb.Fatal("no .deps/kafka/kafka.pid above the working directory: start the broker with make deps")
-		}
-		dir = parent
+	file := filepath.Join(root, ".deps", "kafka", "kafka.pid")
+	b, err := os.ReadFile(file)
+	if err != nil {
+		tb.Fatalf("read the broker's pid (start it with make deps): %v", err)
 	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || testkit.ProcessCPUSeconds(pid) < 0 {
+		tb.Fatalf("no broker process with the pid in %s", file)
+	}
+	return pid
 }
