@@ -229,9 +229,6 @@ func (l *Lag) topicLayout(ctx context.Context) (*lagLayout, error) {
 	}
 	lay := &lagLayout{partitions: map[string][]int{}, leaders: map[string]map[string][]int{}}
 	for _, t := range md.Topics {
-		if _, seen := lay.partitions[t.Name]; seen {
-			continue
-		}
 		if t.Error != nil {
 			return nil, fmt.Errorf("topic %s: %w", t.Name, t.Error)
 		}
@@ -331,13 +328,10 @@ func (l *Lag) connect(ctx context.Context, addr string) (*brokerConn, error) {
 	return c, nil
 }
 
-// roundTrip sends req and reads its answer, by ctx's deadline (lagTimeout
-// without one); when ctx ends first it fails at once.
+// roundTrip sends req and reads its answer, by ctx's deadline (Sample
+// always sets one); when ctx ends first it fails at once.
 func (c *brokerConn) roundTrip(ctx context.Context, req protocol.Message) (protocol.Message, error) {
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(lagTimeout)
-	}
+	deadline, _ := ctx.Deadline()
 	if err := c.conn.SetDeadline(deadline); err != nil {
 		return nil, err
 	}
