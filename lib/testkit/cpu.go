@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // ClockTicks is USER_HZ, the unit of /proc CPU times: 100 on every Linux
@@ -98,4 +100,34 @@ func (s MySQLServer) CPU() time.Duration {
 		return -1
 	}
 	return time.Duration(sec * float64(time.Second))
+}
+
+// LocalRedisServer returns the pid of the Redis server rdb is connected
+// to when it runs on this machine: the process_id of its INFO names a
+// redis-server process here. It returns -1 for a server elsewhere (or in
+// a container whose process ids differ from this machine's).
+func LocalRedisServer(ctx context.Context, rdb *redis.Client) int {
+	info, err := rdb.Info(ctx, "server").Result()
+	if err != nil {
+		return -1
+	}
+	pid := -1
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			if n, err := strconv.Atoi(v); err == nil && n > 0 {
+				pid = n
+			}
+		}
+	}
+	if pid < 0 {
+		return -1
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return -1
+	}
+	if name, _ := parseStat(string(stat)); name != "redis-server" {
+		return -1
+	}
+	return pid
 }

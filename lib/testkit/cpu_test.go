@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -67,5 +68,41 @@ func TestLocalMySQLServerCountsItsCPU(t *testing.T) {
 	}
 	if c := (MySQLServer{}).CPU(); c != -1 {
 		t.Fatalf("a server not found reports CPU %v, want -1", c)
+	}
+}
+
+// LocalRedisServer finds the test server's process (it runs here under
+// make test): a redis-server whose CPU time grows with the work it is
+// given.
+func TestLocalRedisServerCountsItsCPU(t *testing.T) {
+	ctx := context.Background()
+	rdb, prefix := Redis(t)
+	pid := LocalRedisServer(ctx, rdb)
+	if pid < 0 {
+		t.Fatal("the local test Redis was not found from its INFO process_id")
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name, _ := parseStat(string(stat)); name != "redis-server" {
+		t.Fatalf("pid %d is %q, want redis-server", pid, name)
+	}
+	c0 := ProcessCPUSeconds(pid)
+	if c0 <= 0 {
+		t.Fatalf("server CPU %v, want > 0", c0)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for ProcessCPUSeconds(pid) == c0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the server's CPU time did not grow with work")
+		}
+		pipe := rdb.Pipeline()
+		for i := range 10000 {
+			pipe.Set(ctx, prefix+strconv.Itoa(i), i, time.Minute)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

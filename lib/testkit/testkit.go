@@ -142,14 +142,29 @@ func Redis(tb testing.TB) (*redis.Client, string) {
 	rdb := redis.NewClient(&redis.Options{Addr: RedisAddr(tb)})
 	prefix := ID("t_"+sanitize(tb.Name())) + ":"
 	tb.Cleanup(func() {
-		ctx := context.Background()
-		iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		for iter.Next(ctx) {
-			rdb.Del(ctx, iter.Val())
-		}
+		_ = UnlinkPrefix(context.Background(), rdb, prefix)
 		_ = rdb.Close()
 	})
 	return rdb, prefix
+}
+
+// UnlinkPrefix removes every key under prefix, one UNLINK per page of a
+// SCAN (a benchmark leaves many keys).
+func UnlinkPrefix(ctx context.Context, rdb *redis.Client, prefix string) error {
+	for cursor := uint64(0); ; {
+		keys, next, err := rdb.Scan(ctx, cursor, prefix+"*", 1000).Result()
+		if err != nil {
+			return fmt.Errorf("scan the keys under %s: %w", prefix, err)
+		}
+		if len(keys) > 0 {
+			if err := rdb.Unlink(ctx, keys...).Err(); err != nil {
+				return fmt.Errorf("remove the keys under %s: %w", prefix, err)
+			}
+		}
+		if cursor = next; cursor == 0 {
+			return nil
+		}
+	}
 }
 
 // Eventually polls cond every 20ms until it returns nil or timeout passes,
