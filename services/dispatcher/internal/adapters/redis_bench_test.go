@@ -1,0 +1,113 @@
+package adapters
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/notiflow/notiflow/lib/fence"
+	"github.com/notiflow/notiflow/lib/testkit"
+	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
+	"github.com/notiflow/notiflow/services/dispatcher/internal/domain"
+)
+
+// BenchmarkRedisCost measures what the dispatcher's Redis commands for one
+// notification cost the Redis server and the dispatcher, against the
+// test Redis, which must run on this machine (`make deps`): 64 senders at
+// once through the Batcher at the service's defaults (256 commands a pipeline, 2
+// pipelines in flight), every notification a new id of a new target, as
+// in a fan-out. Cases:
+//
+//   - claim: Store.Claim without a rate limit, one SET NX GET: the claim
+//     without a fence, the baseline (the service always checks fences);
+//   - claim-fenced: Store.ClaimFenced, the claim script with the target's
+//     fence checked and the send registered as in progress of its target;
+//   - claim-fenced-done: that, then StartMarkDoneExit (the done marker and
+//     the end of the registration, in one pipeline): the Redis work of a
+//     notification in `make bench` but the sim channel's count of sends.
+//
+// Every run uses keys of its own, which expire only after it and are
+// removed once it is measured. Reported: redis_cpu_us/op (the server's
+// CPU from /proc) and client_cpu_us/op (this process's).
+//
+//	go test -run '^$' -bench RedisCost -benchtime 100000x -count 3 ./internal/adapters/
+func BenchmarkRedisCost(b *testing.B) {
+	rdb, prefix := testkit.Redis(b)
+	ctx := context.Background()
+	pid := testkit.LocalRedisServer(ctx, rdb)
+	if pid < 0 {
+		b.Fatal("the test Redis does not run on this machine: its CPU cannot be measured (start it with make deps)")
+	}
+	batcher := NewBatcher(rdb, 256, 2, 5*time.Second, nil)
+	testkit.Go(b, batcher.Run)
+	var seq atomic.Uint64 // ids and targets, new for every operation of every run
+	done := domain.Outcome{Status: notiflowv1.Status_STATUS_DELIVERED, Attempts: 1, ProviderCode: 200}
+	claim := func(s *Store, id, token string, _ uint64) error {
+		c, err := s.Claim(ctx, id, "rcp", token, time.Now())
+		if err == nil && c.State != domain.Claimed {
+			err = fmt.Errorf("claim of %s: state %d, want Claimed", id, c.State)
+		}
+		return err
+	}
+	claimFenced := func(s *Store, id, token string, target uint64) error {
+		c, err := s.ClaimFenced(ctx, id, "rcp", token, domain.FenceRef{TargetID: target, Version: 1}, time.Now())
+		if err == nil && c.State != domain.Claimed {
+			err = fmt.Errorf("claim of %s: state %d, want Claimed", id, c.State)
+		}
+		return err
+	}
+	ops := map[string]func(s *Store, id, token string, target uint64) error{
+		"claim":        claim,
+		"claim-fenced": claimFenced,
+		"claim-fenced-done": func(s *Store, id, token string, target uint64) error {
+			if err := claimFenced(s, id, token, target); err != nil {
+				return err
+			}
+			return s.StartMarkDoneExit(ctx, id, done, target, token)(ctx)
+		},
+	}
+	for _, name := range []string{"claim", "claim-fenced", "claim-fenced-done"} {
+		b.Run(name, func(b *testing.B) {
+			op := ops[name]
+			// Each run has keys of its own, none expiring while it runs
+			// (Redis would expire them on its own time, in a later run),
+			// and removes them after it is measured.
+			runPrefix := prefix + strconv.FormatUint(seq.Add(1), 10) + ":"
+			s := NewStore(rdb, batcher, StoreOptions{Prefix: runPrefix, InflightTTL: time.Hour, DoneTTL: time.Hour})
+			if err := fence.MarkSynced(ctx, rdb, runPrefix); err != nil {
+				b.Fatal(err)
+			}
+			defer func() {
+				if err := testkit.UnlinkPrefix(ctx, rdb, runPrefix); err != nil {
+					b.Fatal(err)
+				}
+			}()
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			r0, c0 := testkit.ProcessCPUSeconds(pid), testkit.ProcessCPUSeconds(os.Getpid())
+			b.ResetTimer()
+			for range 64 {
+				wg.Go(func() {
+					for next.Add(1) <= int64(b.N) {
+						n := seq.Add(1)
+						id := "n" + strconv.FormatUint(n, 10)
+						if err := op(s, id, "tok-"+id, n); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			b.StopTimer()
+			r1, c1 := testkit.ProcessCPUSeconds(pid), testkit.ProcessCPUSeconds(os.Getpid())
+			b.ReportMetric((r1-r0)*1e6/float64(b.N), "redis_cpu_us/op")
+			b.ReportMetric((c1-c0)*1e6/float64(b.N), "client_cpu_us/op")
+		})
+	}
+}
