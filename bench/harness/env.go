@@ -12,6 +12,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/notiflow/notiflow/lib/testkit"
 )
 
 // Deps are the addresses of the local Kafka, MariaDB and Redis.
@@ -153,7 +155,7 @@ func (iso Isolation) Remove(ctx context.Context, d Deps) error {
 func (iso Isolation) clearKeys(ctx context.Context, d Deps) error {
 	rdb := redis.NewClient(&redis.Options{Addr: d.Redis})
 	defer rdb.Close()
-	if _, err := deleteKeys(ctx, rdb, iso.RedisPrefix+"*"); err != nil {
+	if _, err := testkit.UnlinkPrefix(ctx, rdb, iso.RedisPrefix); err != nil {
 		return fmt.Errorf("delete redis keys %s*: %w", iso.RedisPrefix, err)
 	}
 	return nil

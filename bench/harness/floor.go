@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/notiflow/notiflow/lib/kafkax"
+	"github.com/notiflow/notiflow/lib/testkit"
 )
 
 // FloorTable is one table the floor writes: shadow copies of the rows of
@@ -132,8 +133,8 @@ func (f *Floor) Run(ctx context.Context) (FloorResult, error) {
 	}()
 	rdb := redis.NewClient(&redis.Options{Addr: f.Redis})
 	defer rdb.Close()
-	keys := f.Name + ":floor:*"
-	defer func() { _, _ = deleteKeys(context.WithoutCancel(ctx), rdb, keys) }()
+	keys := f.Name + ":floor:"
+	defer func() { _, _ = testkit.UnlinkPrefix(context.WithoutCancel(ctx), rdb, keys) }()
 
 	cpu := StartCPUMeter(f.CPU)
 	start := time.Now()
@@ -174,7 +175,7 @@ func (f *Floor) Run(ctx context.Context) (FloorResult, error) {
 			return res, fmt.Errorf("floor: %s holds %d rows, %d written", s.name, n, len(s.rows))
 		}
 	}
-	n, err := deleteKeys(ctx, rdb, keys)
+	n, err := testkit.UnlinkPrefix(ctx, rdb, keys)
 	if err != nil {
 		return res, fmt.Errorf("floor: redis keys: %w", err)
 	}
@@ -446,32 +447,4 @@ func fetchAvailable(ctx context.Context, r *kafka.Reader, max int) []kafka.Messa
 		wait = time.Millisecond
 	}
 	return out
-}
-
-// deleteKeys deletes the keys matching pattern and returns how many it
-// deleted.
-func deleteKeys(ctx context.Context, rdb *redis.Client, pattern string) (int, error) {
-	iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
-	var keys []string
-	deleted := 0
-	del := func() error {
-		n, err := rdb.Del(ctx, keys...).Result()
-		deleted += int(n)
-		keys = keys[:0]
-		return err
-	}
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
-		if len(keys) == 1000 {
-			if err := del(); err != nil {
-				return deleted, err
-			}
-		}
-	}
-	if len(keys) > 0 {
-		if err := del(); err != nil {
-			return deleted, err
-		}
-	}
-	return deleted, iter.Err()
 }

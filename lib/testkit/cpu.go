@@ -103,31 +103,45 @@ func (s MySQLServer) CPU() time.Duration {
 }
 
 // LocalRedisServer returns the pid of the Redis server rdb is connected
-// to when it runs on this machine: the process_id of its INFO names a
-// redis-server process here. It returns -1 for a server elsewhere (or in
-// a container whose process ids differ from this machine's).
-func LocalRedisServer(ctx context.Context, rdb *redis.Client) int {
+// to, when it runs on this machine: the process_id of its INFO names a
+// redis-server process here whose working directory is the server's own
+// (CONFIG GET dir: Redis works there). The error says why it was not
+// found: the server cannot be asked, or it runs elsewhere (or in a
+// container whose process ids or paths differ from this machine's).
+func LocalRedisServer(ctx context.Context, rdb redis.Cmdable) (int, error) {
 	info, err := rdb.Info(ctx, "server").Result()
 	if err != nil {
-		return -1
+		return -1, fmt.Errorf("ask the redis server for its pid: %w", err)
 	}
-	pid := -1
-	for line := range strings.Lines(info) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
-			if n, err := strconv.Atoi(v); err == nil && n > 0 {
-				pid = n
-			}
-		}
+	v, ok := InfoField(info, "process_id")
+	pid, err := strconv.Atoi(v)
+	if !ok || err != nil || pid <= 0 {
+		return -1, fmt.Errorf("the redis server's INFO has no process_id (%q)", v)
 	}
-	if pid < 0 {
-		return -1
+	dir, err := rdb.ConfigGet(ctx, "dir").Result()
+	if err != nil {
+		return -1, fmt.Errorf("ask the redis server for its directory: %w", err)
 	}
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return -1
+		return -1, fmt.Errorf("the redis server's pid %d is no process here: %w", pid, err)
 	}
 	if name, _ := parseStat(string(stat)); name != "redis-server" {
-		return -1
+		return -1, fmt.Errorf("the redis server's pid %d is %q here, not redis-server", pid, name)
 	}
-	return pid
+	if cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid)); err != nil || filepath.Clean(cwd) != filepath.Clean(dir["dir"]) {
+		return -1, fmt.Errorf("the redis-server with pid %d here does not work in the server's directory %q", pid, dir["dir"])
+	}
+	return pid, nil
+}
+
+// InfoField returns the value of field name in the text of a Redis INFO
+// reply ("name:value" lines); ok is false when there is no such line.
+func InfoField(info, name string) (value string, ok bool) {
+	for line := range strings.Lines(info) {
+		if v, found := strings.CutPrefix(strings.TrimRight(line, "\r\n"), name+":"); found {
+			return v, true
+		}
+	}
+	return "", false
 }

@@ -142,30 +142,40 @@ func Redis(tb testing.TB) (*redis.Client, string) {
 	rdb := redis.NewClient(&redis.Options{Addr: RedisAddr(tb)})
 	prefix := ID("t_"+sanitize(tb.Name())) + ":"
 	tb.Cleanup(func() {
-		_ = UnlinkPrefix(context.Background(), rdb, prefix)
+		if _, err := UnlinkPrefix(context.Background(), rdb, prefix); err != nil {
+			tb.Logf("remove the test's redis keys: %v", err)
+		}
 		_ = rdb.Close()
 	})
 	return rdb, prefix
 }
 
-// UnlinkPrefix removes every key under prefix, one UNLINK per page of a
-// SCAN (a benchmark leaves many keys).
-func UnlinkPrefix(ctx context.Context, rdb *redis.Client, prefix string) error {
+// UnlinkPrefix removes every key that starts with prefix (taken
+// literally: glob characters in it are escaped for SCAN), one UNLINK per
+// page of the scan, and returns how many it removed.
+func UnlinkPrefix(ctx context.Context, rdb redis.Cmdable, prefix string) (int, error) {
+	pattern := globEscaper.Replace(prefix) + "*"
+	removed := 0
 	for cursor := uint64(0); ; {
-		keys, next, err := rdb.Scan(ctx, cursor, prefix+"*", 1000).Result()
+		keys, next, err := rdb.Scan(ctx, cursor, pattern, 1000).Result()
 		if err != nil {
-			return fmt.Errorf("scan the keys under %s: %w", prefix, err)
+			return removed, fmt.Errorf("scan the keys under %s: %w", prefix, err)
 		}
 		if len(keys) > 0 {
-			if err := rdb.Unlink(ctx, keys...).Err(); err != nil {
-				return fmt.Errorf("remove the keys under %s: %w", prefix, err)
+			n, err := rdb.Unlink(ctx, keys...).Result()
+			removed += int(n)
+			if err != nil {
+				return removed, fmt.Errorf("remove the keys under %s: %w", prefix, err)
 			}
 		}
 		if cursor = next; cursor == 0 {
-			return nil
+			return removed, nil
 		}
 	}
 }
+
+// globEscaper escapes the characters a Redis glob pattern gives a meaning.
+var globEscaper = strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`)
 
 // Eventually polls cond every 20ms until it returns nil or timeout passes,
 // then fails the test with the last error.
