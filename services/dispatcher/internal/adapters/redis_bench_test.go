@@ -18,10 +18,11 @@ import (
 
 // BenchmarkRedisCost measures what the dispatcher's Redis commands for one
 // notification cost the Redis server and the dispatcher, against the
-// test Redis, which must run on this machine (`make deps`): 64 senders at
-// once through the Batcher at the service's defaults (256 commands a pipeline, 2
-// pipelines in flight), every notification a new id of a new target, as
-// in a fan-out. Cases:
+// test Redis, which must run on this machine (`make deps`): 512 senders
+// at once (a replica's workers, NOTIFLOW_WORKERS) through the Batcher at
+// the service's defaults (256 commands a pipeline, 2 pipelines in flight,
+// a 2 s timeout), every notification a new id of a new target, as in a
+// fan-out. Cases:
 //
 //   - claim: Store.Claim without a rate limit, one SET NX GET: the claim
 //     without a fence, the baseline (the service always checks fences);
@@ -33,17 +34,19 @@ import (
 //
 // Every run uses keys of its own, which expire only after it and are
 // removed once it is measured. Reported: redis_cpu_us/op (the server's
-// CPU from /proc) and client_cpu_us/op (this process's).
+// CPU from /proc), client_cpu_us/op (this process's) and cmds/pipeline
+// (the commands the batcher's pipelines carried on average).
 //
 //	go test -run '^$' -bench RedisCost -benchtime 100000x -count 3 ./internal/adapters/
 func BenchmarkRedisCost(b *testing.B) {
 	rdb, prefix := testkit.Redis(b)
 	ctx := context.Background()
-	pid := testkit.LocalRedisServer(ctx, rdb)
-	if pid < 0 {
-		b.Fatal("the test Redis does not run on this machine: its CPU cannot be measured (start it with make deps)")
+	pid, err := testkit.LocalRedisServer(ctx, rdb)
+	if err != nil {
+		b.Fatalf("the test Redis's CPU cannot be measured (start it on this machine with make deps): %v", err)
 	}
-	batcher := NewBatcher(rdb, 256, 2, 5*time.Second, nil)
+	var size pipelineSizes
+	batcher := NewBatcher(rdb, 256, 2, 2*time.Second, &size)
 	testkit.Go(b, batcher.Run)
 	var seq atomic.Uint64 // ids and targets, new for every operation of every run
 	done := domain.Outcome{Status: notiflowv1.Status_STATUS_DELIVERED, Attempts: 1, ProviderCode: 200}
@@ -83,15 +86,16 @@ func BenchmarkRedisCost(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer func() {
-				if err := testkit.UnlinkPrefix(ctx, rdb, runPrefix); err != nil {
+				if _, err := testkit.UnlinkPrefix(ctx, rdb, runPrefix); err != nil {
 					b.Fatal(err)
 				}
 			}()
+			size.reset()
 			var next atomic.Int64
 			var wg sync.WaitGroup
 			r0, c0 := testkit.ProcessCPUSeconds(pid), testkit.ProcessCPUSeconds(os.Getpid())
 			b.ResetTimer()
-			for range 64 {
+			for range benchSenders {
 				wg.Go(func() {
 					for next.Add(1) <= int64(b.N) {
 						n := seq.Add(1)
@@ -108,6 +112,26 @@ func BenchmarkRedisCost(b *testing.B) {
 			r1, c1 := testkit.ProcessCPUSeconds(pid), testkit.ProcessCPUSeconds(os.Getpid())
 			b.ReportMetric((r1-r0)*1e6/float64(b.N), "redis_cpu_us/op")
 			b.ReportMetric((c1-c0)*1e6/float64(b.N), "client_cpu_us/op")
+			b.ReportMetric(size.mean(), "cmds/pipeline")
 		})
 	}
+}
+
+// benchSenders is how many notifications BenchmarkRedisCost has in
+// flight at once.
+const benchSenders = 512
+
+// pipelineSizes observes the batcher's pipelines: how many commands each
+// carried on average.
+type pipelineSizes struct{ cmds, pipelines atomic.Int64 }
+
+func (p *pipelineSizes) Observe(v float64) { p.cmds.Add(int64(v)); p.pipelines.Add(1) }
+
+func (p *pipelineSizes) reset() { p.cmds.Store(0); p.pipelines.Store(0) }
+
+func (p *pipelineSizes) mean() float64 {
+	if n := p.pipelines.Load(); n > 0 {
+		return float64(p.cmds.Load()) / float64(n)
+	}
+	return 0
 }
