@@ -3,6 +3,7 @@ package testkit
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -105,22 +106,27 @@ func (s MySQLServer) CPU() time.Duration {
 // LocalRedisServer returns the pid of the Redis server rdb is connected
 // to, when it runs on this machine: the process_id of its INFO names a
 // redis-server process here whose working directory is the server's own
-// (CONFIG GET dir: Redis works there). The error says why it was not
-// found: the server cannot be asked, or it runs elsewhere (or in a
-// container whose process ids or paths differ from this machine's).
+// (CONFIG GET dir: Redis works there), so the client needs INFO and
+// CONFIG GET. The error says why it was not found: the server cannot be
+// asked, it runs elsewhere (or in a container whose process ids or paths
+// differ from this machine's), or its process cannot be inspected here.
 func LocalRedisServer(ctx context.Context, rdb redis.Cmdable) (int, error) {
 	info, err := rdb.Info(ctx, "server").Result()
 	if err != nil {
 		return -1, fmt.Errorf("ask the redis server for its pid: %w", err)
 	}
-	v, ok := InfoField(info, "process_id")
+	v, ok := infoField(info, "process_id")
 	pid, err := strconv.Atoi(v)
 	if !ok || err != nil || pid <= 0 {
 		return -1, fmt.Errorf("the redis server's INFO has no process_id (%q)", v)
 	}
-	dir, err := rdb.ConfigGet(ctx, "dir").Result()
+	cfg, err := rdb.ConfigGet(ctx, "dir").Result()
 	if err != nil {
 		return -1, fmt.Errorf("ask the redis server for its directory: %w", err)
+	}
+	dir, ok := cfg["dir"]
+	if !ok || dir == "" {
+		return -1, errors.New("the redis server did not give its directory (CONFIG GET dir)")
 	}
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -129,15 +135,19 @@ func LocalRedisServer(ctx context.Context, rdb redis.Cmdable) (int, error) {
 	if name, _ := parseStat(string(stat)); name != "redis-server" {
 		return -1, fmt.Errorf("the redis server's pid %d is %q here, not redis-server", pid, name)
 	}
-	if cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid)); err != nil || filepath.Clean(cwd) != filepath.Clean(dir["dir"]) {
-		return -1, fmt.Errorf("the redis-server with pid %d here does not work in the server's directory %q", pid, dir["dir"])
+	cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+	if err != nil {
+		return -1, fmt.Errorf("read the directory of the redis-server with pid %d: %w", pid, err)
+	}
+	if filepath.Clean(cwd) != filepath.Clean(dir) {
+		return -1, fmt.Errorf("the redis-server with pid %d here works in %q, not in the server's directory %q", pid, cwd, dir)
 	}
 	return pid, nil
 }
 
-// InfoField returns the value of field name in the text of a Redis INFO
+// infoField returns the value of field name in the text of a Redis INFO
 // reply ("name:value" lines); ok is false when there is no such line.
-func InfoField(info, name string) (value string, ok bool) {
+func infoField(info, name string) (value string, ok bool) {
 	for line := range strings.Lines(info) {
 		if v, found := strings.CutPrefix(strings.TrimRight(line, "\r\n"), name+":"); found {
 			return v, true

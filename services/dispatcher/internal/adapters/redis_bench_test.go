@@ -19,7 +19,8 @@ import (
 // BenchmarkRedisCost measures what the dispatcher's Redis commands for one
 // notification cost the Redis server and the dispatcher, against the
 // test Redis, which must run on this machine (`make deps`): 512 senders
-// at once (a replica's workers, NOTIFLOW_WORKERS) through the Batcher at
+// at once (a replica's workers, NOTIFLOW_WORKERS; REDIS_COST_SENDERS sets
+// another number, and with it how full the pipelines are) through the Batcher at
 // the service's defaults (256 commands a pipeline, 2 pipelines in flight,
 // a 2 s timeout), every notification a new id of a new target, as in a
 // fan-out. Cases:
@@ -44,6 +45,12 @@ func BenchmarkRedisCost(b *testing.B) {
 	pid, err := testkit.LocalRedisServer(ctx, rdb)
 	if err != nil {
 		b.Fatalf("the test Redis's CPU cannot be measured (start it on this machine with make deps): %v", err)
+	}
+	senders := 512
+	if v := os.Getenv("REDIS_COST_SENDERS"); v != "" {
+		if senders, err = strconv.Atoi(v); err != nil || senders < 1 {
+			b.Fatalf("REDIS_COST_SENDERS=%q: want a number of senders, at least 1", v)
+		}
 	}
 	var size pipelineSizes
 	batcher := NewBatcher(rdb, 256, 2, 2*time.Second, &size)
@@ -95,7 +102,7 @@ func BenchmarkRedisCost(b *testing.B) {
 			var wg sync.WaitGroup
 			r0, c0 := testkit.ProcessCPUSeconds(pid), testkit.ProcessCPUSeconds(os.Getpid())
 			b.ResetTimer()
-			for range benchSenders {
+			for range senders {
 				wg.Go(func() {
 					for next.Add(1) <= int64(b.N) {
 						n := seq.Add(1)
@@ -116,10 +123,6 @@ func BenchmarkRedisCost(b *testing.B) {
 		})
 	}
 }
-
-// benchSenders is how many notifications BenchmarkRedisCost has in
-// flight at once.
-const benchSenders = 512
 
 // pipelineSizes observes the batcher's pipelines: how many commands each
 // carried on average.
