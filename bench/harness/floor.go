@@ -133,8 +133,8 @@ func (f *Floor) Run(ctx context.Context) (FloorResult, error) {
 	}()
 	rdb := redis.NewClient(&redis.Options{Addr: f.Redis})
 	defer rdb.Close()
-	keys := f.Name + ":floor:"
-	defer func() { _, _ = testkit.UnlinkPrefix(context.WithoutCancel(ctx), rdb, keys) }()
+	keyPrefix := f.Name + ":floor:"
+	defer func() { _, _ = testkit.UnlinkPrefix(context.WithoutCancel(ctx), rdb, keyPrefix) }()
 
 	cpu := StartCPUMeter(f.CPU)
 	start := time.Now()
@@ -175,7 +175,7 @@ func (f *Floor) Run(ctx context.Context) (FloorResult, error) {
 			return res, fmt.Errorf("floor: %s holds %d rows, %d written", s.name, n, len(s.rows))
 		}
 	}
-	n, err := testkit.UnlinkPrefix(ctx, rdb, keys)
+	n, err := testkit.UnlinkPrefix(ctx, rdb, keyPrefix)
 	if err != nil {
 		return res, fmt.Errorf("floor: redis keys: %w", err)
 	}

@@ -20,10 +20,10 @@ import (
 // notification cost the Redis server and the dispatcher, against the
 // test Redis, which must run on this machine (`make deps`): 512 senders
 // at once (a replica's workers, NOTIFLOW_WORKERS; REDIS_COST_SENDERS sets
-// another number, and with it how full the pipelines are) through the Batcher at
-// the service's defaults (256 commands a pipeline, 2 pipelines in flight,
-// a 2 s timeout), every notification a new id of a new target, as in a
-// fan-out. Cases:
+// another number, and with it how full the pipelines are) through the
+// Batcher at the service's defaults (256 commands a pipeline, 2
+// pipelines in flight, a 2 s timeout), every notification a new id of a
+// new target, as in a fan-out. Cases:
 //
 //   - claim: Store.Claim without a rate limit, one SET NX GET: the claim
 //     without a fence, the baseline (the service always checks fences);
