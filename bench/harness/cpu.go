@@ -2,7 +2,6 @@ package harness
 
 import (
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -16,23 +15,6 @@ func (p *Proc) Pid() int {
 		return 0
 	}
 	return run.Cmd.Process.Pid
-}
-
-// DepPids returns the pids of the local Kafka, MariaDB and Redis that
-// scripts/deps.sh started (from its pid files), by name.
-func DepPids(root string) map[string]int {
-	files := map[string]string{"kafka": "kafka/kafka.pid", "mariadb": "mariadb/mariadbd.pid", "redis": "redis/redis.pid"}
-	out := map[string]int{}
-	for name, f := range files {
-		b, err := os.ReadFile(filepath.Join(root, ".deps", f))
-		if err != nil {
-			continue
-		}
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-			out[name] = pid
-		}
-	}
-	return out
 }
 
 // CPUMeter measures the CPU seconds a set of processes use between Start

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 )
 
 // RepoRoot returns the repository's root: the first directory up from the
@@ -23,4 +25,23 @@ func RepoRoot() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// DepPids returns the pids of the local Kafka, MariaDB and Redis that
+// `make deps` (scripts/deps.sh) started under root, by name ("kafka",
+// "mariadb", "redis"), from their pid files in root/.deps; a dependency
+// without a readable pid file is left out.
+func DepPids(root string) map[string]int {
+	files := map[string]string{"kafka": "kafka/kafka.pid", "mariadb": "mariadb/mariadbd.pid", "redis": "redis/redis.pid"}
+	out := map[string]int{}
+	for name, f := range files {
+		b, err := os.ReadFile(filepath.Join(root, ".deps", f))
+		if err != nil {
+			continue
+		}
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			out[name] = pid
+		}
+	}
+	return out
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/notiflow/notiflow/bench/harness"
+	"github.com/notiflow/notiflow/lib/testkit"
 )
 
 // The batch sizes the floor writes in: the scheduler's claim and relay
@@ -54,7 +55,7 @@ func measureFloor(ctx context.Context, res *result, root string, iso harness.Iso
 		return err
 	}
 	fmt.Printf("floor: %d notifications, records of %d bytes\n", n, size)
-	cpu := harness.DepPids(root)
+	cpu := testkit.DepPids(root)
 	cpu[floorClient] = os.Getpid()
 	f := &harness.Floor{
 		DSN: dsn, Brokers: []string{deps.Kafka}, Redis: deps.Redis, Name: iso.Name,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/notiflow/notiflow/bench/harness"
 	"github.com/notiflow/notiflow/bench/inbox"
+	"github.com/notiflow/notiflow/lib/testkit"
 	"github.com/notiflow/notiflow/services/sink/notifications"
 )
 
@@ -163,7 +164,7 @@ func inboxBenchmark(ctx context.Context, root string, o inboxOptions) (*inboxRes
 			return nil, err
 		}
 	}
-	pids := harness.DepPids(root)
+	pids := testkit.DepPids(root)
 	meter := harness.StartCPUMeter(map[string]int{"sink": sink.Pid(), "mariadb": pids["mariadb"]})
 	busy0, _ := harness.MachineCPUSeconds()
 	loaded := o.Duration

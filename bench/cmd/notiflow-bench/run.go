@@ -20,6 +20,7 @@ import (
 	"github.com/notiflow/notiflow/bench/harness"
 	"github.com/notiflow/notiflow/bench/receiver"
 	"github.com/notiflow/notiflow/lib/benchreport"
+	"github.com/notiflow/notiflow/lib/testkit"
 )
 
 // options are the knobs of one benchmark run.
@@ -175,7 +176,7 @@ func benchmark(ctx context.Context, root string, o options) (_ *result, err erro
 		return nil, err
 	}
 	admin := &harness.Admin{Base: "http://" + sched.Addr, Token: token}
-	pids := harness.DepPids(root)
+	pids := testkit.DepPids(root)
 	for _, p := range stack.Procs("") {
 		pids[p.Name] = p.Pid()
 	}

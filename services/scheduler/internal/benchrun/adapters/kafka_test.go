@@ -8,9 +8,6 @@ import (
 	"maps"
 	"net"
 	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -367,22 +364,17 @@ func BenchmarkLagSample(b *testing.B) {
 	}
 }
 
-// kafkaPid returns the pid of the broker `make deps` runs, from
-// .deps/kafka/kafka.pid in the repository.
+// kafkaPid returns the pid of the broker `make deps` runs, from its pid
+// file in the repository.
 func kafkaPid(tb testing.TB) int {
 	tb.Helper()
 	root, err := testkit.RepoRoot()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	file := filepath.Join(root, ".deps", "kafka", "kafka.pid")
-	b, err := os.ReadFile(file)
-	if err != nil {
-		tb.Fatalf("read the broker's pid (start it with make deps): %v", err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || testkit.ProcessCPUSeconds(pid) < 0 {
-		tb.Fatalf("no broker process with the pid in %s", file)
+	pid, ok := testkit.DepPids(root)["kafka"]
+	if !ok || testkit.ProcessCPUSeconds(pid) < 0 {
+		tb.Fatalf("no broker process from the pid file under %s/.deps (start it with make deps)", root)
 	}
 	return pid
 }
