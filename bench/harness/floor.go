@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,6 +33,9 @@ type FloorTable struct {
 	// relay reads the outbox.
 	ReadBack int
 	Key      string
+	// Shuffle writes the rows in a random order rather than in the order
+	// the copy read them (a full scan of Source: its primary key's order).
+	Shuffle bool
 }
 
 // Floor is the least work the pipeline's design needs for N notifications,
@@ -214,6 +218,9 @@ func (f *Floor) load(ctx context.Context, t FloorTable) (*shadow, error) {
 	}
 	if len(s.rows) < f.N {
 		return nil, fmt.Errorf("floor: %s holds %d rows, the floor needs %d", t.Source, len(s.rows), f.N)
+	}
+	if t.Shuffle {
+		rand.Shuffle(len(s.rows), func(i, j int) { s.rows[i], s.rows[j] = s.rows[j], s.rows[i] })
 	}
 	return s, nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -39,7 +41,7 @@ func TestFloorWritesEveryRowAndRecord(t *testing.T) {
 
 	f := &Floor{
 		DSN: dsn, Brokers: []string{deps.Kafka}, Redis: deps.Redis, Name: iso.Name,
-		Tables:     []FloorTable{{Source: "queue", Batch: 1000, ReadBack: 700, Key: "id"}, {Source: "notifications", Batch: 200, Writers: 3}},
+		Tables:     []FloorTable{{Source: "queue", Batch: 1000, ReadBack: 700, Key: "id"}, {Source: "notifications", Batch: 200, Writers: 3, Shuffle: true}},
 		N:          n,
 		Partitions: 3, Consumers: 2, RecordBytes: 200,
 		CPU: map[string]int{"bench": os.Getpid()},
@@ -72,5 +74,41 @@ func TestFloorWritesEveryRowAndRecord(t *testing.T) {
 	}
 	if left != 0 {
 		t.Errorf("%d shadow tables left behind", left)
+	}
+}
+
+// TestFloorLoadOrder checks the order the floor holds a table's rows in:
+// its primary key's as read, or a permutation of them with Shuffle.
+func TestFloorLoadOrder(t *testing.T) {
+	ctx := context.Background()
+	_, _, db := isolatedDB(t, "floororder")
+	const n = 500
+	if _, err := db.ExecContext(ctx, "CREATE TABLE queue (id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY, v VARCHAR(20) NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, "INSERT INTO queue (v) VALUES "+strings.TrimSuffix(strings.Repeat("('row'),", n), ",")); err != nil {
+		t.Fatal(err)
+	}
+	f := &Floor{N: n, Name: "floororder", db: db}
+	for _, shuffle := range []bool{false, true} {
+		s, err := f.load(ctx, FloorTable{Source: "queue", Shuffle: shuffle})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := make([]int, len(s.rows))
+		for i, r := range s.rows {
+			if ids[i], err = strconv.Atoi(r[0].(string)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sorted := slices.IsSorted(ids)
+		slices.Sort(ids)
+		if len(ids) != n || ids[0] != 1 || ids[n-1] != n || len(slices.Compact(ids)) != n {
+			t.Fatalf("shuffle %v: the rows are not ids 1..%d once each", shuffle, n)
+		}
+		// A shuffle of 500 rows comes out sorted once in 500! tries.
+		if sorted == shuffle {
+			t.Errorf("shuffle %v: rows in key order = %v", shuffle, sorted)
+		}
 	}
 }

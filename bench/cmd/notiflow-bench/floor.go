@@ -61,7 +61,7 @@ func measureFloor(ctx context.Context, res *result, root string, iso harness.Iso
 		DSN: dsn, Brokers: []string{deps.Kafka}, Redis: deps.Redis, Name: iso.Name,
 		Tables: []harness.FloorTable{
 			{Source: "outbox", Batch: floorClaimBatch, Writers: 1, ReadBack: floorRelayBatch, Key: "id"},
-			{Source: "notifications", Batch: o.SinkBatch, Writers: floorSinkWriters()},
+			{Source: "notifications", Batch: o.SinkBatch, Writers: floorSinkWriters(), Shuffle: o.FloorShuffle},
 		},
 		N: n, Partitions: o.Partitions, Consumers: o.Dispatchers, RecordBytes: size, CPU: cpu,
 	}

@@ -40,6 +40,9 @@ type options struct {
 	// webhook).
 	ReceiverDelay time.Duration `json:"receiverDelay,omitempty"`
 	Floor         bool          `json:"floor"`
+	// FloorShuffle has the floor write the notifications rows in a random
+	// order (as the sink meets them) rather than in their primary key's.
+	FloorShuffle bool `json:"floorShuffle,omitempty"`
 	// Keep leaves the run's database and Redis keys in place after it.
 	Keep bool `json:"keep,omitempty"`
 	// Profile, when set, is the directory where the run leaves a CPU
@@ -65,6 +68,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.SimLatency, "sim-latency", 2*time.Millisecond, "simulated provider latency")
 	fs.DurationVar(&o.ReceiverDelay, "receiver-delay", receiver.DefaultDelay, "channel webhook: how long the receiver waits before answering each call")
 	fs.BoolVar(&o.Floor, "floor", true, "after the run, measure the floor on its rows (floorPerSecond, floorRatio)")
+	fs.BoolVar(&o.FloorShuffle, "floor-shuffle", false, "the floor writes the notifications rows in a random order, as the sink meets them, rather than in their primary key's order")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the run's database (nf_bench_<time>) and Redis keys (nf:bench_<time>:*) after it, for inspection")
 	fs.StringVar(&o.Profile, "profile", "", "directory for a CPU profile of every service and a summary of MariaDB's statements over the run window (logging every statement slows MariaDB: compare rates only between runs alike)")
 	fs.DurationVar(&o.ProfileSpan, "profile-seconds", 5*time.Second, "with -profile: the CPU profiles' span from the due time")
