@@ -210,7 +210,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[1])
 for i, k in ipairs(KEYS) do
-  if redis.call('ZADD', k, 'XX', now + ttl, ARGV[i + 1]) then
+  if redis.call('ZADD', k, 'XX', 'CH', now + ttl, ARGV[i + 1]) == 1 then
     if redis.call('PTTL', k) < ttl then redis.call('PEXPIRE', k, ttl) end
   end
 end
@@ -218,8 +218,9 @@ return 1
 `)
 
 // Renew extends the registrations of sends in progress (member -> target
-// id) to ttl from now, in one step; a registration already ended (Exit)
-// or expired is not brought back.
+// id) to ttl from now, in one step, and the life of their targets' sets
+// with them; a registration already ended (Exit) or expired is not
+// brought back and does not extend its target's set.
 func Renew(ctx context.Context, rdb redis.Scripter, prefix string, sends map[string]uint64, ttlMS int64) error {
 	if len(sends) == 0 {
 		return nil

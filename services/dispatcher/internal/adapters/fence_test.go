@@ -172,6 +172,48 @@ func TestRenewSends(t *testing.T) {
 	})
 }
 
+// TestRenewEndedSendKeepsNothingAlive: renewing a send that has ended
+// leaves its target's set (still holding another send) to its own expiry;
+// renewing the live send extends it.
+func TestRenewEndedSendKeepsNothingAlive(t *testing.T) {
+	t.Parallel()
+	const ttl = 5 * time.Second
+	s, rdb, _ := testStore(t, StoreOptions{InflightTTL: ttl})
+	ctx := context.Background()
+	p := s.opt.Prefix
+	if err := fence.MarkSynced(ctx, rdb, p); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"a", "b"} {
+		if c, err := s.ClaimFenced(ctx, id, "rcp", "t-"+id, domain.FenceRef{TargetID: 12, Version: 1}, time.Now()); err != nil || c.State != domain.Claimed {
+			t.Fatalf("claim %s: %+v %v", id, c, err)
+		}
+	}
+	if err := s.ExitSend(ctx, 12, "t-b"); err != nil {
+		t.Fatal(err)
+	}
+	key := fence.InflightKey(p, 12)
+	const aged = ttl - 500*time.Millisecond
+	testkit.Eventually(t, 5*time.Second, func() error {
+		if left := rdb.PTTL(ctx, key).Val(); left > aged {
+			return fmt.Errorf("the set has %s to live", left)
+		}
+		return nil
+	})
+	if err := s.RenewSends(ctx, map[string]uint64{"t-b": 12}); err != nil {
+		t.Fatal(err)
+	}
+	if left := rdb.PTTL(ctx, key).Val(); left > aged || left <= 0 {
+		t.Errorf("after renewing the ended send the set has %s to live, want at most %s", left, aged)
+	}
+	if err := s.RenewSends(ctx, map[string]uint64{"t-a": 12}); err != nil {
+		t.Fatal(err)
+	}
+	if left := rdb.PTTL(ctx, key).Val(); left <= aged {
+		t.Errorf("after renewing the live send the set has %s to live, want more than %s", left, aged)
+	}
+}
+
 // Fenced reads a fence without claiming or registering anything: an error
 // without the marker, false for a record at or above the fence (or of a
 // target without one), true below it.
