@@ -33,8 +33,10 @@ type FloorTable struct {
 	// relay reads the outbox.
 	ReadBack int
 	Key      string
-	// Shuffle writes the rows in a random order rather than in the order
-	// the copy read them (a full scan of Source: its primary key's order).
+	// OrderBy lists the columns of Source (an ORDER BY list) whose order
+	// the rows are copied and written in; required. Shuffle writes them in
+	// a random order instead.
+	OrderBy string
 	Shuffle bool
 }
 
@@ -189,16 +191,20 @@ func (f *Floor) Run(ctx context.Context) (FloorResult, error) {
 	return res, nil
 }
 
-// load creates the shadow of t LIKE its source and reads up to N of the
-// source's rows into memory.
+// load creates the shadow of t LIKE its source and reads the first N of
+// the source's rows by t.OrderBy into memory, in that order or, with
+// t.Shuffle, in a random one.
 func (f *Floor) load(ctx context.Context, t FloorTable) (*shadow, error) {
+	if t.OrderBy == "" {
+		return nil, fmt.Errorf("floor: table %s has no OrderBy", t.Source)
+	}
 	s := &shadow{FloorTable: t, name: f.Name + "_floor_" + t.Source}
 	for _, q := range []string{"DROP TABLE IF EXISTS `" + s.name + "`", "CREATE TABLE `" + s.name + "` LIKE `" + t.Source + "`"} {
 		if _, err := f.db.ExecContext(ctx, q); err != nil {
 			return nil, fmt.Errorf("floor: %s: %w", q, err)
 		}
 	}
-	rows, err := f.db.QueryContext(ctx, "SELECT * FROM `"+t.Source+"` LIMIT ?", f.N)
+	rows, err := f.db.QueryContext(ctx, "SELECT * FROM `"+t.Source+"` ORDER BY "+t.OrderBy+" LIMIT ?", f.N)
 	if err != nil {
 		return nil, fmt.Errorf("floor: read the rows of %s: %w", t.Source, err)
 	}

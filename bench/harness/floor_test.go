@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"runtime"
 	"slices"
@@ -15,8 +16,9 @@ import (
 
 // TestFloorWritesEveryRowAndRecord runs a small floor on the real
 // dependencies: the sink's notifications table (its own migrations, rows
-// seeded through its package) and a table with a one-column key read back
-// as the relay reads the outbox. Run checks, untimed, that every shadow
+// seeded through its package), written shuffled, and a table with a
+// one-column key, written in key order and read back as the relay reads
+// the outbox. Run checks, untimed, that every shadow
 // row and every Redis key was written, and returns only once every record
 // went through both topics.
 func TestFloorWritesEveryRowAndRecord(t *testing.T) {
@@ -41,7 +43,8 @@ func TestFloorWritesEveryRowAndRecord(t *testing.T) {
 
 	f := &Floor{
 		DSN: dsn, Brokers: []string{deps.Kafka}, Redis: deps.Redis, Name: iso.Name,
-		Tables:     []FloorTable{{Source: "queue", Batch: 1000, ReadBack: 700, Key: "id"}, {Source: "notifications", Batch: 200, Writers: 3, Shuffle: true}},
+		Tables: []FloorTable{{Source: "queue", Batch: 1000, ReadBack: 700, Key: "id", OrderBy: "id"},
+			{Source: "notifications", Batch: 200, Writers: 3, OrderBy: "target_id, occurrence_at", Shuffle: true}},
 		N:          n,
 		Partitions: 3, Consumers: 2, RecordBytes: 200,
 		CPU: map[string]int{"bench": os.Getpid()},
@@ -78,37 +81,63 @@ func TestFloorWritesEveryRowAndRecord(t *testing.T) {
 }
 
 // TestFloorLoadOrder checks the order the floor holds a table's rows in:
-// its primary key's as read, or a permutation of them with Shuffle.
+// OrderBy's, or with Shuffle a permutation of the same rows far from it.
 func TestFloorLoadOrder(t *testing.T) {
 	ctx := context.Background()
 	_, _, db := isolatedDB(t, "floororder")
 	const n = 500
-	if _, err := db.ExecContext(ctx, "CREATE TABLE queue (id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY, v VARCHAR(20) NOT NULL)"); err != nil {
+	// v runs through 0..n-1 in an order of its own (7 is prime to n).
+	if _, err := db.ExecContext(ctx, "CREATE TABLE queue (id BIGINT UNSIGNED NOT NULL PRIMARY KEY, v INT NOT NULL)"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.ExecContext(ctx, "INSERT INTO queue (v) VALUES "+strings.TrimSuffix(strings.Repeat("('row'),", n), ",")); err != nil {
+	values := make([]string, n)
+	for i := range values {
+		values[i] = fmt.Sprintf("(%d,%d)", i, i*7%n)
+	}
+	if _, err := db.ExecContext(ctx, "INSERT INTO queue (id, v) VALUES "+strings.Join(values, ",")); err != nil {
 		t.Fatal(err)
 	}
 	f := &Floor{N: n, Name: "floororder", db: db}
-	for _, shuffle := range []bool{false, true} {
-		s, err := f.load(ctx, FloorTable{Source: "queue", Shuffle: shuffle})
+	load := func(tbl FloorTable) (ids, vs []int) {
+		t.Helper()
+		s, err := f.load(ctx, tbl)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids := make([]int, len(s.rows))
-		for i, r := range s.rows {
-			if ids[i], err = strconv.Atoi(r[0].(string)); err != nil {
-				t.Fatal(err)
+		for _, r := range s.rows {
+			id, err1 := strconv.Atoi(r[0].(string))
+			v, err2 := strconv.Atoi(r[1].(string))
+			if err1 != nil || err2 != nil {
+				t.Fatalf("row %v", r)
 			}
+			ids, vs = append(ids, id), append(vs, v)
 		}
-		sorted := slices.IsSorted(ids)
-		slices.Sort(ids)
-		if len(ids) != n || ids[0] != 1 || ids[n-1] != n || len(slices.Compact(ids)) != n {
-			t.Fatalf("shuffle %v: the rows are not ids 1..%d once each", shuffle, n)
+		return ids, vs
+	}
+	byID, _ := load(FloorTable{Source: "queue", OrderBy: "id"})
+	if len(byID) != n || !slices.IsSorted(byID) {
+		t.Fatalf("OrderBy id: %d rows, sorted %v", len(byID), slices.IsSorted(byID))
+	}
+	if _, byV := load(FloorTable{Source: "queue", OrderBy: "v"}); !slices.IsSorted(byV) {
+		t.Error("OrderBy v: rows not in v's order")
+	}
+	shuffled, _ := load(FloorTable{Source: "queue", OrderBy: "id", Shuffle: true})
+	// A random order of n rows falls at about half its steps (sd about
+	// sqrt(n/12)); a quarter is some 20 sd away.
+	descents := 0
+	for i := 1; i < len(shuffled); i++ {
+		if shuffled[i] < shuffled[i-1] {
+			descents++
 		}
-		// A shuffle of 500 rows comes out sorted once in 500! tries.
-		if sorted == shuffle {
-			t.Errorf("shuffle %v: rows in key order = %v", shuffle, sorted)
-		}
+	}
+	if descents < n/4 {
+		t.Errorf("shuffled: %d descents in %d rows, want a random order", descents, n)
+	}
+	slices.Sort(shuffled)
+	if !slices.Equal(shuffled, byID) {
+		t.Error("shuffled: not the same rows")
+	}
+	if _, err := f.load(ctx, FloorTable{Source: "queue"}); err == nil || !strings.Contains(err.Error(), "OrderBy") {
+		t.Errorf("no OrderBy: err %v", err)
 	}
 }

@@ -33,15 +33,33 @@ func floorSinkWriters() int {
 	return 4
 }
 
+// The orders the floor can write the notifications rows in
+// (-floor-order), each the ORDER BY list of the copy's read; random
+// shuffles the rows after reading them in key order.
+const (
+	floorOrderKey     = "key"
+	floorOrderArrival = "arrival"
+	floorOrderRandom  = "random"
+)
+
+var floorOrders = map[string]string{
+	// The primary key: the least work, appending to the clustered index.
+	floorOrderKey: "target_id, occurrence_at",
+	// The order the run's sink wrote them in: by statement (the rows of
+	// one INSERT share persisted_at), within one by dispatch time.
+	floorOrderArrival: "persisted_at, dispatched_at, target_id, occurrence_at",
+	floorOrderRandom:  "target_id, occurrence_at",
+}
+
 // floorClient names this process in the floor's CPU figures.
 const floorClient = "bench"
 
 // measureFloor runs the floor of a finished run on its database and stores
 // the figures in res: the run's outbox rows written again in claim-sized
 // transactions and read back in relay-sized pages, its notifications rows
-// in sink-sized transactions, as many at once as the sink flushes, and its
-// number of records through two topics (see harness.Floor), all at once,
-// with the services stopped. The floor's CPU is measured on the local
+// in sink-sized transactions (in the order o.FloorOrder names), as many
+// at once as the sink flushes, and its number of records through two
+// topics (see harness.Floor), all at once, with the services stopped. The floor's CPU is measured on the local
 // dependencies (root's .deps) and on this process ("bench"), which does
 // the services' part of the floor.
 func measureFloor(ctx context.Context, res *result, root string, iso harness.Isolation, deps harness.Deps, o options) error {
@@ -60,8 +78,9 @@ func measureFloor(ctx context.Context, res *result, root string, iso harness.Iso
 	f := &harness.Floor{
 		DSN: dsn, Brokers: []string{deps.Kafka}, Redis: deps.Redis, Name: iso.Name,
 		Tables: []harness.FloorTable{
-			{Source: "outbox", Batch: floorClaimBatch, Writers: 1, ReadBack: floorRelayBatch, Key: "id"},
-			{Source: "notifications", Batch: o.SinkBatch, Writers: floorSinkWriters(), Shuffle: o.FloorShuffle},
+			{Source: "outbox", Batch: floorClaimBatch, Writers: 1, ReadBack: floorRelayBatch, Key: "id", OrderBy: "id"},
+			{Source: "notifications", Batch: o.SinkBatch, Writers: floorSinkWriters(),
+				OrderBy: floorOrders[o.FloorOrder], Shuffle: o.FloorOrder == floorOrderRandom},
 		},
 		N: n, Partitions: o.Partitions, Consumers: o.Dispatchers, RecordBytes: size, CPU: cpu,
 	}

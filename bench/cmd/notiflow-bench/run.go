@@ -40,9 +40,9 @@ type options struct {
 	// webhook).
 	ReceiverDelay time.Duration `json:"receiverDelay,omitempty"`
 	Floor         bool          `json:"floor"`
-	// FloorShuffle has the floor write the notifications rows in a random
-	// order (as the sink meets them) rather than in their primary key's.
-	FloorShuffle bool `json:"floorShuffle,omitempty"`
+	// FloorOrder is the order the floor writes the notifications rows in
+	// (floorOrders).
+	FloorOrder string `json:"floorOrder,omitempty"`
 	// Keep leaves the run's database and Redis keys in place after it.
 	Keep bool `json:"keep,omitempty"`
 	// Profile, when set, is the directory where the run leaves a CPU
@@ -68,7 +68,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.SimLatency, "sim-latency", 2*time.Millisecond, "simulated provider latency")
 	fs.DurationVar(&o.ReceiverDelay, "receiver-delay", receiver.DefaultDelay, "channel webhook: how long the receiver waits before answering each call")
 	fs.BoolVar(&o.Floor, "floor", true, "after the run, measure the floor on its rows (floorPerSecond, floorRatio)")
-	fs.BoolVar(&o.FloorShuffle, "floor-shuffle", false, "the floor writes the notifications rows in a random order, as the sink meets them, rather than in their primary key's order")
+	fs.StringVar(&o.FloorOrder, "floor-order", floorOrderKey, "the order the floor writes the notifications rows in: key (their primary key's), arrival (the order the run's sink wrote them) or random")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the run's database (nf_bench_<time>) and Redis keys (nf:bench_<time>:*) after it, for inspection")
 	fs.StringVar(&o.Profile, "profile", "", "directory for a CPU profile of every service and a summary of MariaDB's statements over the run window (logging every statement slows MariaDB: compare rates only between runs alike)")
 	fs.DurationVar(&o.ProfileSpan, "profile-seconds", 5*time.Second, "with -profile: the CPU profiles' span from the due time")
@@ -268,6 +268,8 @@ func (o options) validate() error {
 		return fmt.Errorf("channel %q: the benchmark drives sim, inbox or webhook", o.Channel)
 	case o.ReceiverDelay < 0:
 		return fmt.Errorf("receiver delay %s is negative", o.ReceiverDelay)
+	case floorOrders[o.FloorOrder] == "":
+		return fmt.Errorf("floor order %q: want key, arrival or random", o.FloorOrder)
 	case o.Profile != "" && o.ProfileSpan < time.Second:
 		return fmt.Errorf("profile seconds %s: want at least 1s", o.ProfileSpan)
 	}
@@ -370,8 +372,8 @@ func printReport(title string, res *result) {
 		fmt.Println(res.Receiver)
 	}
 	if res.Floor != nil {
-		fmt.Printf("floor: %d notifications in %.2fs = %.0f/s; floorRatio %.2f; parts done at (s) %v\n",
-			res.Floor.Notifications, res.Floor.Seconds, res.FloorPerSecond, res.FloorRatio, res.Floor.PartSeconds)
+		fmt.Printf("floor (rows in %s order): %d notifications in %.2fs = %.0f/s; floorRatio %.2f; parts done at (s) %v\n",
+			res.Config.FloorOrder, res.Floor.Notifications, res.Floor.Seconds, res.FloorPerSecond, res.FloorRatio, res.Floor.PartSeconds)
 		if len(res.Floor.CPUMicrosPerNotification) > 0 {
 			fmt.Printf("floor CPU-us per notification: %s\n", harness.FormatByProcess(res.Floor.CPUMicrosPerNotification))
 		}
