@@ -219,8 +219,10 @@ return 1
 
 // Renew extends the registrations of sends in progress (member -> target
 // id) to ttl from now, in one step, and the life of their targets' sets
-// with them; a registration already ended (Exit) or expired is not
-// brought back and does not extend its target's set.
+// with them; a registration already ended (Exit), or expired and dropped
+// (by Inflight or with its set), is not brought back and does not extend
+// its target's set. One expired but not yet dropped is renewed: no count
+// has seen it gone.
 func Renew(ctx context.Context, rdb redis.Scripter, prefix string, sends map[string]uint64, ttlMS int64) error {
 	if len(sends) == 0 {
 		return nil

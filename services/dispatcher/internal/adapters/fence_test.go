@@ -194,23 +194,31 @@ func TestRenewEndedSendKeepsNothingAlive(t *testing.T) {
 	}
 	key := fence.InflightKey(p, 12)
 	const aged = ttl - 500*time.Millisecond
-	testkit.Eventually(t, 5*time.Second, func() error {
-		if left := rdb.PTTL(ctx, key).Val(); left > aged {
-			return fmt.Errorf("the set has %s to live", left)
+	pttl := func() (time.Duration, error) {
+		left, err := rdb.PTTL(ctx, key).Result()
+		if err == nil && left <= 0 {
+			err = fmt.Errorf("the set has no expiry or is gone (PTTL %s)", left)
 		}
-		return nil
+		return left, err
+	}
+	testkit.Eventually(t, 5*time.Second, func() error {
+		left, err := pttl()
+		if err == nil && left > aged {
+			err = fmt.Errorf("the set has %s to live", left)
+		}
+		return err
 	})
 	if err := s.RenewSends(ctx, map[string]uint64{"t-b": 12}); err != nil {
 		t.Fatal(err)
 	}
-	if left := rdb.PTTL(ctx, key).Val(); left > aged || left <= 0 {
-		t.Errorf("after renewing the ended send the set has %s to live, want at most %s", left, aged)
+	if left, err := pttl(); err != nil || left > aged {
+		t.Errorf("after renewing the ended send the set has %s to live (%v), want at most %s", left, err, aged)
 	}
 	if err := s.RenewSends(ctx, map[string]uint64{"t-a": 12}); err != nil {
 		t.Fatal(err)
 	}
-	if left := rdb.PTTL(ctx, key).Val(); left <= aged {
-		t.Errorf("after renewing the live send the set has %s to live, want more than %s", left, aged)
+	if left, err := pttl(); err != nil || left <= aged {
+		t.Errorf("after renewing the live send the set has %s to live (%v), want more than %s", left, err, aged)
 	}
 }
 
