@@ -18,9 +18,9 @@ import (
 // dependencies: the sink's notifications table (its own migrations, rows
 // seeded through its package), written shuffled, and a table with a
 // one-column key, written in key order and read back as the relay reads
-// the outbox. Run checks, untimed, that every shadow
-// row and every Redis key was written, and returns only once every record
-// went through both topics.
+// the outbox. Run checks, untimed, that every shadow row and every Redis
+// key was written, and returns only once every record went through both
+// topics.
 func TestFloorWritesEveryRowAndRecord(t *testing.T) {
 	deps := LocalDeps()
 	ctx := context.Background()

@@ -13,15 +13,17 @@ MariaDB spends"). Record during a run, from the repository's root:
 Frames are matched by the start of their function's name. A sample
 counts as "prepared" when its stack holds mysqld_stmt_execute
 (statements run through the binary protocol: the sink's full batches),
-split by the first of these frames the stack holds: handler::ha_write_row
-(InnoDB writing the rows), fill_record (filling rows from the
-parameters), Prepared_statement::set_parameters (binding them),
-trans_commit (the commit, trans_commit_stmt for an autocommit statement),
-else "other". It counts as "text" when the
-stack holds mysql_parse (interpolated statements), split by the first of
+split by the first entry of this list that a frame of the stack names:
+handler::ha_write_row (InnoDB writing the rows), fill_record (filling
+rows from the parameters), Prepared_statement::set_parameters (binding
+them), trans_commit (the commit; trans_commit_stmt for an autocommit
+statement), else "other". It counts as "text" when the stack holds
+mysql_parse (interpolated statements), split the same way by
 mysql_insert, mysql_update, mysql_delete, mysql_select, trans_commit,
-parse_sql (parsing the statement), else "other". Stacks of InnoDB's
-thread pool (tpool::) are "background"; the rest "other".
+parse_sql (parsing the statement), else "other"; statements that run
+through the join code (multi-table UPDATE and DELETE) count as "select".
+Stacks of InnoDB's thread pool (tpool::) are "background"; the rest
+"other".
 """
 
 import collections
@@ -60,14 +62,14 @@ def holds(stack, prefix):
 
 def classify(stack):
     """Returns the kind of work of one sample's stack."""
-    for top, parts in (("prepared", PREPARED), ("text", TEXT)):
-        marker = "mysqld_stmt_execute" if top == "prepared" else "mysql_parse"
+    for top, marker, parts in (("prepared", "mysqld_stmt_execute", PREPARED),
+                               ("text", "mysql_parse", TEXT)):
         if holds(stack, marker):
             for label, name in parts:
                 if holds(stack, name):
                     return top + ": " + label
             return top + ": other"
-    if any(f.startswith("tpool::") for f in stack):
+    if holds(stack, "tpool::"):
         return "background"
     return "other"
 

@@ -46,8 +46,11 @@ var floorOrders = map[string]string{
 	// The primary key: the least work, appending to the clustered index.
 	floorOrderKey: "target_id, occurrence_at",
 	// The order the run's sink wrote them in: by statement (the rows of
-	// one INSERT share persisted_at), within one by dispatch time.
-	floorOrderArrival: "persisted_at, dispatched_at, target_id, occurrence_at",
+	// one INSERT share persisted_at), within one by notification id, as
+	// the sink orders a batch (domain.Collapse). The floor cuts its
+	// batches from this order, so they are the sink's statements where
+	// the sink's flushes were all full.
+	floorOrderArrival: "persisted_at, notification_id",
 	floorOrderRandom:  "target_id, occurrence_at",
 }
 
@@ -59,9 +62,9 @@ const floorClient = "bench"
 // transactions and read back in relay-sized pages, its notifications rows
 // in sink-sized transactions (in the order o.FloorOrder names), as many
 // at once as the sink flushes, and its number of records through two
-// topics (see harness.Floor), all at once, with the services stopped. The floor's CPU is measured on the local
-// dependencies (root's .deps) and on this process ("bench"), which does
-// the services' part of the floor.
+// topics (see harness.Floor), all at once, with the services stopped. The
+// floor's CPU is measured on the local dependencies (root's .deps) and on
+// this process ("bench"), which does the services' part of the floor.
 func measureFloor(ctx context.Context, res *result, root string, iso harness.Isolation, deps harness.Deps, o options) error {
 	dsn, err := iso.DSN(deps)
 	if err != nil {

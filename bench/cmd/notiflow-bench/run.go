@@ -68,7 +68,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.SimLatency, "sim-latency", 2*time.Millisecond, "simulated provider latency")
 	fs.DurationVar(&o.ReceiverDelay, "receiver-delay", receiver.DefaultDelay, "channel webhook: how long the receiver waits before answering each call")
 	fs.BoolVar(&o.Floor, "floor", true, "after the run, measure the floor on its rows (floorPerSecond, floorRatio)")
-	fs.StringVar(&o.FloorOrder, "floor-order", floorOrderKey, "the order the floor writes the notifications rows in: key (their primary key's), arrival (the order the run's sink wrote them) or random")
+	fs.StringVar(&o.FloorOrder, "floor-order", floorOrderKey, "the order the floor writes the notifications rows in: key (their primary key's), arrival (the order the run's sink wrote them: by statement, within one by notification id) or random")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the run's database (nf_bench_<time>) and Redis keys (nf:bench_<time>:*) after it, for inspection")
 	fs.StringVar(&o.Profile, "profile", "", "directory for a CPU profile of every service and a summary of MariaDB's statements over the run window (logging every statement slows MariaDB: compare rates only between runs alike)")
 	fs.DurationVar(&o.ProfileSpan, "profile-seconds", 5*time.Second, "with -profile: the CPU profiles' span from the due time")
