@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/notiflow/notiflow/lib/testkit"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/notiflow/notiflow/lib/fence"
+	"github.com/notiflow/notiflow/lib/testkit"
 	"github.com/notiflow/notiflow/services/dispatcher/internal/domain"
 )
 
@@ -131,6 +133,24 @@ func TestInflightExpires(t *testing.T) {
 	})
 }
 
+// claimTwoEndOne marks the fences synced, claims notifications "a" and
+// "b" of target as sends "t-a" and "t-b", and ends "t-b".
+func claimTwoEndOne(t *testing.T, s *Store, rdb *redis.Client, target uint64) {
+	t.Helper()
+	ctx := context.Background()
+	if err := fence.MarkSynced(ctx, rdb, s.opt.Prefix); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"a", "b"} {
+		if c, err := s.ClaimFenced(ctx, id, "rcp", "t-"+id, domain.FenceRef{TargetID: target, Version: 1}, time.Now()); err != nil || c.State != domain.Claimed {
+			t.Fatalf("claim %s: %+v %v", id, c, err)
+		}
+	}
+	if err := s.ExitSend(ctx, target, "t-b"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestRenewSends: a renewed registration outlives its first TTL; one
 // ended by ExitSend is not brought back by a renewal.
 func TestRenewSends(t *testing.T) {
@@ -141,17 +161,7 @@ func TestRenewSends(t *testing.T) {
 	s, rdb, _ := testStore(t, StoreOptions{InflightTTL: ttl})
 	ctx := context.Background()
 	p := s.opt.Prefix
-	if err := fence.MarkSynced(ctx, rdb, p); err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []string{"a", "b"} {
-		if c, err := s.ClaimFenced(ctx, id, "rcp", "t-"+id, domain.FenceRef{TargetID: 11, Version: 1}, time.Now()); err != nil || c.State != domain.Claimed {
-			t.Fatalf("claim %s: %+v %v", id, c, err)
-		}
-	}
-	if err := s.ExitSend(ctx, 11, "t-b"); err != nil {
-		t.Fatal(err)
-	}
+	claimTwoEndOne(t, s, rdb, 11)
 	// Renew t-a (and the ended t-b) every 100 ms for more than three TTLs.
 	end := time.Now().Add(3*ttl + ttl/2)
 	for time.Now().Before(end) {
@@ -181,17 +191,7 @@ func TestRenewEndedSendKeepsNothingAlive(t *testing.T) {
 	s, rdb, _ := testStore(t, StoreOptions{InflightTTL: ttl})
 	ctx := context.Background()
 	p := s.opt.Prefix
-	if err := fence.MarkSynced(ctx, rdb, p); err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []string{"a", "b"} {
-		if c, err := s.ClaimFenced(ctx, id, "rcp", "t-"+id, domain.FenceRef{TargetID: 12, Version: 1}, time.Now()); err != nil || c.State != domain.Claimed {
-			t.Fatalf("claim %s: %+v %v", id, c, err)
-		}
-	}
-	if err := s.ExitSend(ctx, 12, "t-b"); err != nil {
-		t.Fatal(err)
-	}
+	claimTwoEndOne(t, s, rdb, 12)
 	key := fence.InflightKey(p, 12)
 	const aged = ttl - 500*time.Millisecond
 	pttl := func() (time.Duration, error) {
