@@ -2,7 +2,9 @@ package adapters
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"strconv"
@@ -28,21 +30,39 @@ func benchRows() int {
 	return 50_000
 }
 
-func benchBatches(n, size int) [][]domain.Row { return benchBatchesInbox(n, size, 0) }
+func benchBatches(n, size int) [][]domain.Row { return benchBatchesInbox(n, size, 0, false) }
 
 // benchBatchesInbox is benchBatches with every inboxEvery-th row (none
-// when 0) of channel inbox.
-func benchBatchesInbox(n, size, inboxEvery int) [][]domain.Row {
+// when 0) of channel inbox. Without fanOut, row j has notification id
+// 01J8Z3-<j>-bench (ids in the table's key order) and recipient
+// user-<j mod 500, five digits>; with it, rows are shaped like make
+// bench's fan-out: each row's id a version 8 UUID of a SHA-256 of j, in no
+// order, as the scheduler's notification ids (domain.NotificationID
+// there), and ten rows per recipient, recipient bench-run-<j mod n/10>
+// (unpadded, as a benchmark run's recipients).
+func benchBatchesInbox(n, size, inboxEvery int, fanOut bool) [][]domain.Row {
+	recipients := 500
+	if fanOut {
+		recipients = max(n/10, 1)
+	}
 	var out [][]domain.Row
 	for i := 0; i < n; i += size {
 		var rs []*domain.Result
 		for j := i; j < min(i+size, n); j++ {
 			at := base.Add(time.Duration(j) * time.Millisecond)
+			id := fmt.Sprintf("01J8Z3-%010d-bench", j)
+			if fanOut {
+				id = hashedID(j)
+			}
+			recipient := fmt.Sprintf("user-%05d", j%recipients)
+			if fanOut {
+				recipient = "bench-run-" + strconv.Itoa(j%recipients)
+			}
 			rs = append(rs, &domain.Result{
-				NotificationID: fmt.Sprintf("01J8Z3-%010d-bench", j), TargetID: uint64(j), OccurrenceAt: at,
-				RecipientID: fmt.Sprintf("user-%05d", j%500), Sequence: uint64(j), Channel: "sim", TemplateID: "order-shipped",
+				NotificationID: id, TargetID: uint64(j), OccurrenceAt: at,
+				RecipientID: recipient, Sequence: uint64(j), Channel: "sim", TemplateID: "order-shipped",
 				Status: domain.StatusDelivered, Attempts: 1, ProviderCode: 200, RunID: "bench",
-				Body:  fmt.Sprintf("Hello user-%05d, your order %d has shipped and will arrive on Tuesday.", j%500, j),
+				Body:  fmt.Sprintf("Hello %s, your order %d has shipped and will arrive on Tuesday.", recipient, j),
 				DueAt: at, DispatchedAt: at.Add(3 * time.Millisecond),
 			})
 		}
@@ -56,6 +76,17 @@ func benchBatchesInbox(n, size, inboxEvery int) [][]domain.Row {
 		out = append(out, domain.Collapse(rs))
 	}
 	return out
+}
+
+// hashedID is row j's notification id in the fan-out shape: the first 16
+// bytes of SHA-256(j) as a version 8 UUID.
+func hashedID(j int) string {
+	sum := sha256.Sum256(strconv.AppendInt(nil, int64(j), 10))
+	u := sum[:16]
+	u[6] = u[6]&0x0f | 0x80 // version 8
+	u[8] = u[8]&0x3f | 0x80 // variant 10
+	h := hex.EncodeToString(u)
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 }
 
 // notificationModel is the table as gorm's Create sees it (for the
@@ -203,12 +234,21 @@ func measureWrites(b *testing.B, s *Store, batches [][]domain.Row, conns int, fn
 // migrated, the same table without one of its secondary indexes, and the
 // table as schema version 3 had it (an inbox index on every row and the
 // inbox counter's insert trigger, which ran for every row whatever its
-// channel, before inbox rows got their own table); the last two cases
+// channel, before inbox rows got their own table); the /inbox-third cases
 // write batches of which a third are inbox rows, as migrated (their
 // entries in inbox_entries, in the batch's transaction) and as version 3
 // (the index and trigger of notifications itself). Run with -benchtime=1x;
 // alternate -count runs.
+//
+// The fan-out/ cases write rows shaped like make bench's fan-out
+// (benchBatchesInbox): notification ids in no order, ten rows per
+// recipient. Comparing their cost per row at NOTIFLOW_BENCH_ROWS=100000
+// and 1000000 shows which index makes a row of a larger table cost more.
 func BenchmarkUpsertSchemaCost(b *testing.B) {
+	const (
+		dropUnique    = "ALTER TABLE notifications DROP INDEX uq_notifications_notification"
+		dropRecipient = "ALTER TABLE notifications DROP INDEX idx_notifications_recipient"
+	)
 	n := benchRows()
 	version3 := []string{
 		"ALTER TABLE notifications ADD INDEX bench_inbox (recipient_id, channel, persisted_at)",
@@ -222,14 +262,18 @@ func BenchmarkUpsertSchemaCost(b *testing.B) {
 		name       string
 		change     []string
 		inboxEvery int
+		fanOut     bool
 		write      func(*Store, context.Context, []domain.Row) error
 	}{
-		{"as-migrated", nil, 0, (*Store).Upsert},
-		{"without-unique-notification-id", []string{"ALTER TABLE notifications DROP INDEX uq_notifications_notification"}, 0, (*Store).Upsert},
-		{"without-recipient-index", []string{"ALTER TABLE notifications DROP INDEX idx_notifications_recipient"}, 0, (*Store).Upsert},
-		{"with-version-3-inbox-index-and-trigger", version3, 0, (*Store).Upsert},
-		{"as-migrated/inbox-third", nil, 3, (*Store).Upsert},
-		{"with-version-3-inbox-index-and-trigger/inbox-third", version3, 3, (*Store).upsertVersion3},
+		{"as-migrated", nil, 0, false, (*Store).Upsert},
+		{"without-unique-notification-id", []string{dropUnique}, 0, false, (*Store).Upsert},
+		{"without-recipient-index", []string{dropRecipient}, 0, false, (*Store).Upsert},
+		{"with-version-3-inbox-index-and-trigger", version3, 0, false, (*Store).Upsert},
+		{"as-migrated/inbox-third", nil, 3, false, (*Store).Upsert},
+		{"with-version-3-inbox-index-and-trigger/inbox-third", version3, 3, false, (*Store).upsertVersion3},
+		{"fan-out/as-migrated", nil, 0, true, (*Store).Upsert},
+		{"fan-out/without-unique-notification-id", []string{dropUnique}, 0, true, (*Store).Upsert},
+		{"fan-out/without-recipient-index", []string{dropRecipient}, 0, true, (*Store).Upsert},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			s, err := Open(context.Background(), testkit.MySQLDSN(b), Options{MaxConns: 2, PreparedRows: 200})
@@ -245,7 +289,7 @@ func BenchmarkUpsertSchemaCost(b *testing.B) {
 					b.Fatalf("%s: %v", q, err)
 				}
 			}
-			measureWrites(b, s, benchBatchesInbox(n, 200, tc.inboxEvery), 2, tc.write)
+			measureWrites(b, s, benchBatchesInbox(n, 200, tc.inboxEvery, tc.fanOut), 2, tc.write)
 		})
 	}
 }
