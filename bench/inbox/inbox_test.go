@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+
 	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
 )
 
@@ -77,5 +79,25 @@ func TestLoadDrivesAServer(t *testing.T) {
 	}
 	if res.Success != 0 || res.Codes["401"] != 10 {
 		t.Errorf("without a token: %+v, want 10 answers 401", res)
+	}
+}
+
+// TestCountPacerSendsWhatIsOwedAfterTheDuration: the pacer ends an attack
+// by its count of hits, not by the clock, so hits that fall behind on a
+// busy machine are still sent after the attack's duration has passed.
+func TestCountPacerSendsWhatIsOwedAfterTheDuration(t *testing.T) {
+	t.Parallel()
+	p := countPacer{ConstantPacer: vegeta.ConstantPacer{Freq: 50, Per: time.Second}, total: 50}
+	if wait, stop := p.Pace(0, 0); stop || wait != 20*time.Millisecond {
+		t.Errorf("first hit: wait %s, stop %v; want 20ms, false", wait, stop)
+	}
+	if wait, stop := p.Pace(1500*time.Millisecond, 49); stop || wait != 0 {
+		t.Errorf("50th hit half a second late: wait %s, stop %v; want it sent at once", wait, stop)
+	}
+	if _, stop := p.Pace(1500*time.Millisecond, 50); !stop {
+		t.Error("after 50 hits: not stopped")
+	}
+	if _, stop := p.Pace(0, 50); !stop {
+		t.Error("after 50 hits, early: not stopped")
 	}
 }

@@ -45,8 +45,9 @@ type LoadResult struct {
 }
 
 // Load attacks spec.URL with GET requests at spec.Rate per second for
-// spec.For and returns the latency distribution of every answer, computed
-// by vegeta. Ending ctx stops the attack early; the result then covers the
+// spec.For, spec.Rate × spec.For requests in all (a request sent late,
+// on a busy machine, is still sent, however late), and returns the latency
+// distribution of every answer, computed by vegeta. Ending ctx stops the attack early; the result then covers the
 // requests sent so far and the error is ctx's.
 func Load(ctx context.Context, spec LoadSpec) (LoadResult, error) {
 	if spec.Rate < 1 || spec.For <= 0 {
@@ -62,7 +63,11 @@ func Load(ctx context.Context, spec LoadSpec) (LoadResult, error) {
 	target := vegeta.NewStaticTargeter(vegeta.Target{Method: http.MethodGet, URL: spec.URL, Header: hdr})
 	atk := vegeta.NewAttacker(vegeta.Timeout(spec.Timeout), vegeta.KeepAlive(true))
 	var m vegeta.Metrics
-	results := atk.Attack(target, vegeta.ConstantPacer{Freq: spec.Rate, Per: time.Second}, spec.For, "inbox")
+	pacer := countPacer{
+		ConstantPacer: vegeta.ConstantPacer{Freq: spec.Rate, Per: time.Second},
+		total:         uint64(float64(spec.Rate) * spec.For.Seconds()),
+	}
+	results := atk.Attack(target, pacer, 0, "inbox")
 	for {
 		select {
 		case <-ctx.Done():
@@ -80,6 +85,23 @@ func Load(ctx context.Context, spec LoadSpec) (LoadResult, error) {
 			m.Add(r)
 		}
 	}
+}
+
+// countPacer paces hits as its ConstantPacer does and ends the attack
+// after total of them. An attack bounded by a duration instead ends when
+// the duration has passed, so a hit the machine sends late near the end
+// is never sent and the attack falls short of rate × duration.
+type countPacer struct {
+	vegeta.ConstantPacer
+	total uint64
+}
+
+// Pace implements vegeta.Pacer.
+func (p countPacer) Pace(elapsed time.Duration, hits uint64) (time.Duration, bool) {
+	if hits >= p.total {
+		return 0, true
+	}
+	return p.ConstantPacer.Pace(elapsed, hits)
 }
 
 func summarise(spec LoadSpec, m *vegeta.Metrics) LoadResult {
