@@ -101,3 +101,27 @@ func TestCountPacerSendsWhatIsOwedAfterTheDuration(t *testing.T) {
 		t.Error("after 50 hits, early: not stopped")
 	}
 }
+
+// TestRequestsRoundsUp: an attack sends rate × duration requests, a whole
+// product exactly, a fractional one rounded up.
+func TestRequestsRoundsUp(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		rate int
+		d    time.Duration
+		want uint64
+	}{
+		{50, time.Second, 50},
+		{50, 580 * time.Millisecond, 29}, // 50 × 0.58 s in float64 is 28.999…
+		{45, 1400 * time.Millisecond, 63},
+		{3, 500 * time.Millisecond, 2},
+		{1, 100 * time.Millisecond, 1},
+		{1000, 30 * time.Second, 30_000},
+		{0, time.Second, 0},
+		{10, 0, 0},
+	} {
+		if got := Requests(tc.rate, tc.d); got != tc.want {
+			t.Errorf("Requests(%d, %s) = %d, want %d", tc.rate, tc.d, got, tc.want)
+		}
+	}
+}

@@ -44,10 +44,11 @@ type LoadResult struct {
 	Errors []string `json:"errors,omitempty"`
 }
 
-// Load attacks spec.URL with GET requests at spec.Rate per second for
-// spec.For, spec.Rate × spec.For requests in all (a request sent late,
-// on a busy machine, is still sent, however late), and returns the latency
-// distribution of every answer, computed by vegeta. Ending ctx stops the attack early; the result then covers the
+// Load sends Requests(spec.Rate, spec.For) GET requests to spec.URL,
+// paced at spec.Rate per second; a request that falls behind schedule on
+// a busy machine is sent late rather than dropped, so the attack can
+// outlast spec.For. It returns the latency distribution of every answer,
+// computed by vegeta. Ending ctx stops the attack early; the result then covers the
 // requests sent so far and the error is ctx's.
 func Load(ctx context.Context, spec LoadSpec) (LoadResult, error) {
 	if spec.Rate < 1 || spec.For <= 0 {
@@ -65,7 +66,7 @@ func Load(ctx context.Context, spec LoadSpec) (LoadResult, error) {
 	var m vegeta.Metrics
 	pacer := countPacer{
 		ConstantPacer: vegeta.ConstantPacer{Freq: spec.Rate, Per: time.Second},
-		total:         uint64(float64(spec.Rate) * spec.For.Seconds()),
+		total:         Requests(spec.Rate, spec.For),
 	}
 	results := atk.Attack(target, pacer, 0, "inbox")
 	for {
@@ -85,6 +86,18 @@ func Load(ctx context.Context, spec LoadSpec) (LoadResult, error) {
 			m.Add(r)
 		}
 	}
+}
+
+// Requests is how many requests an attack of rate per second for d sends:
+// rate × d rounded up, so at least one for a positive rate and duration
+// (integer arithmetic: no product that is whole comes out one short).
+func Requests(rate int, d time.Duration) uint64 {
+	if rate < 1 || d <= 0 {
+		return 0
+	}
+	r := uint64(rate)
+	whole, frac := uint64(d/time.Second), uint64(d%time.Second)
+	return whole*r + (frac*r+uint64(time.Second)-1)/uint64(time.Second)
 }
 
 // countPacer paces hits as its ConstantPacer does and ends the attack
