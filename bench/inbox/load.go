@@ -48,8 +48,8 @@ type LoadResult struct {
 // paced at spec.Rate per second; a request that falls behind schedule on
 // a busy machine is sent late rather than dropped, so the attack can
 // outlast spec.For. It returns the latency distribution of every answer,
-// computed by vegeta. Ending ctx stops the attack early; the result then covers the
-// requests sent so far and the error is ctx's.
+// computed by vegeta. Ending ctx stops the attack early; the result then
+// covers the requests sent so far and the error is ctx's.
 func Load(ctx context.Context, spec LoadSpec) (LoadResult, error) {
 	if spec.Rate < 1 || spec.For <= 0 {
 		return LoadResult{}, errors.New("load: rate and duration must be positive")

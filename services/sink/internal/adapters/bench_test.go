@@ -50,13 +50,9 @@ func benchBatchesInbox(n, size, inboxEvery int, fanOut bool) [][]domain.Row {
 		var rs []*domain.Result
 		for j := i; j < min(i+size, n); j++ {
 			at := base.Add(time.Duration(j) * time.Millisecond)
-			id := fmt.Sprintf("01J8Z3-%010d-bench", j)
+			id, recipient := fmt.Sprintf("01J8Z3-%010d-bench", j), fmt.Sprintf("user-%05d", j%recipients)
 			if fanOut {
-				id = hashedID(j)
-			}
-			recipient := fmt.Sprintf("user-%05d", j%recipients)
-			if fanOut {
-				recipient = "bench-run-" + strconv.Itoa(j%recipients)
+				id, recipient = hashedID(j), "bench-run-"+strconv.Itoa(j%recipients)
 			}
 			rs = append(rs, &domain.Result{
 				NotificationID: id, TargetID: uint64(j), OccurrenceAt: at,
