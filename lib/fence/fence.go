@@ -60,26 +60,39 @@ const (
 	Unsynced = "unsynced"
 )
 
-// CheckLua defines two Lua functions for scripts that check a fence
+// CheckLua defines Lua functions for scripts that check a fence
 // atomically with other work. fence_check(fkey, skey, version) answers
 // 'unsynced' when skey (the marker) is missing, 'fenced' when the number at
 // fkey is above version, else nil. fence_enter(ikey, member, ttl) adds
 // member to the in-flight set ikey, live for ttl ms (Redis clock). A
 // script calls fence_enter only after fence_check answered nil, in the
 // same run.
+//
+// For a script that checks many records, the parts of those two:
+// fence_synced(skey) (the marker is there), fence_above(fkey, version)
+// (the fence stops version), fence_now() (Redis's clock, ms) and
+// fence_register(ikey, member, ttl, now) (fence_enter at now, ttl a
+// number), so that the marker and the clock are read once per script.
 const CheckLua = `
+local function fence_synced(skey) return redis.call('EXISTS', skey) == 1 end
+local function fence_above(fkey, version)
+  return tonumber(redis.call('GET', fkey) or '0') > tonumber(version)
+end
+local function fence_now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function fence_register(ikey, member, ttl, now)
+  redis.call('ZADD', ikey, now + ttl, member)
+  if redis.call('PTTL', ikey) < ttl then redis.call('PEXPIRE', ikey, ttl) end
+end
 local function fence_check(fkey, skey, version)
-  if redis.call('EXISTS', skey) == 0 then return 'unsynced' end
-  local f = tonumber(redis.call('GET', fkey) or '0')
-  if f > tonumber(version) then return 'fenced' end
+  if not fence_synced(skey) then return 'unsynced' end
+  if fence_above(fkey, version) then return 'fenced' end
   return nil
 end
 local function fence_enter(ikey, member, ttl)
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  ttl = tonumber(ttl)
-  redis.call('ZADD', ikey, now + ttl, member)
-  if redis.call('PTTL', ikey) < ttl then redis.call('PEXPIRE', ikey, ttl) end
+  fence_register(ikey, member, tonumber(ttl), fence_now())
 end
 `
 

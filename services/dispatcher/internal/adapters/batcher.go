@@ -21,6 +21,11 @@ var ErrBatcherClosed = errors.New("redis batcher stopped")
 // the number of round trips stays near (throughput x round-trip time) /
 // batch size instead of one per command.
 //
+// Requests of one kind can also be merged (DoMerged): the flusher turns
+// the merged requests it gathered into one command per mergeMax of them
+// (one script call that claims many notifications), which saves Redis the
+// work of a command per request.
+//
 // Do is safe for concurrent use. Run the batcher with Run; Do fails with
 // ErrBatcherClosed after Run returned.
 type Batcher struct {
@@ -35,8 +40,34 @@ type Batcher struct {
 }
 
 type call struct {
-	cmds []redis.Cmder
-	done chan struct{} // buffered 1: the flusher never blocks on an abandoned call
+	cmds   []redis.Cmder
+	merger Merger // with part: a request merged with others of merger
+	part   any
+	done   chan struct{} // buffered 1: the flusher never blocks on an abandoned call
+}
+
+// A Merger sends requests of one kind as one command: the flusher hands it
+// the parts (requests) of a pipeline, at most mergeMax at a time, and
+// sends the command Merge builds; once that command's reply is in (or it
+// failed) it calls Answer with the same parts, which gives each part its
+// outcome. Mergers are compared with ==: use one pointer per kind and
+// configuration.
+type Merger interface {
+	// Merge returns the command that carries parts (at least one).
+	Merge(ctx context.Context, parts []any) redis.Cmder
+	// Answer gives each of parts its outcome from cmd, the command Merge
+	// returned for them.
+	Answer(cmd redis.Cmder, parts []any)
+}
+
+// mergeMax bounds the parts of one merged command, so that one command
+// (a script, which Redis runs alone) stays short for Redis's other clients.
+const mergeMax = 64
+
+// merged is a pipeline's parts of one Merger.
+type merged struct {
+	m     Merger
+	parts []any
 }
 
 // NewBatcher returns a batcher over rdb sending at most maxCmds commands per
@@ -91,25 +122,51 @@ func (b *Batcher) Start(ctx context.Context, cmds ...redis.Cmder) (Pending, erro
 	}
 	c := b.pool.Get().(*call)
 	c.cmds = cmds
+	return c, b.queue(ctx, c)
+}
+
+// DoMerged queues part for one of the next pipelines, merged with the
+// other parts of m there (see Merger), and returns when m's Answer has
+// given it its outcome, when ctx ends (the part may still be sent) or
+// when the batcher stopped. The returned error is only about the call
+// itself; the part's outcome is where m.Answer puts it.
+func (b *Batcher) DoMerged(ctx context.Context, m Merger, part any) error {
+	select {
+	case <-b.stopped:
+		return ErrBatcherClosed
+	default:
+	}
+	c := b.pool.Get().(*call)
+	c.merger, c.part = m, part
+	if err := b.queue(ctx, c); err != nil {
+		return err
+	}
+	return b.Wait(ctx, c)
+}
+
+// queue hands c to the flushers; on failure it returns c to the pool.
+func (b *Batcher) queue(ctx context.Context, c *call) error {
 	select {
 	case b.in <- c:
-		return c, nil
+		return nil
 	case <-ctx.Done():
-		c.cmds = nil
+		c.reset()
 		b.pool.Put(c)
-		return nil, ctx.Err()
+		return ctx.Err()
 	case <-b.stopped:
-		c.cmds = nil
+		c.reset()
 		b.pool.Put(c)
-		return nil, ErrBatcherClosed
+		return ErrBatcherClosed
 	}
 }
+
+func (c *call) reset() { c.cmds, c.merger, c.part = nil, nil, nil }
 
 // Wait waits for the replies of c (see Do).
 func (b *Batcher) Wait(ctx context.Context, c Pending) error {
 	select {
 	case <-c.done:
-		c.cmds = nil
+		c.reset()
 		b.pool.Put(c)
 		return nil
 	case <-ctx.Done():
@@ -130,44 +187,85 @@ func (b *Batcher) Wait(ctx context.Context, c Pending) error {
 func (b *Batcher) flushLoop(ctx context.Context) {
 	batch := make([]*call, 0, b.maxCmds)
 	cmds := make([]redis.Cmder, 0, b.maxCmds)
+	var groups []merged
 	for {
 		batch, cmds = batch[:0], cmds[:0]
+		n := 0 // commands and parts gathered
+		add := func(c *call) {
+			batch = append(batch, c)
+			if c.merger == nil {
+				cmds = append(cmds, c.cmds...)
+				n += len(c.cmds)
+				return
+			}
+			n++
+			for i := range groups {
+				if groups[i].m == c.merger {
+					groups[i].parts = append(groups[i].parts, c.part)
+					return
+				}
+			}
+			groups = append(groups, merged{m: c.merger, parts: []any{c.part}})
+		}
 		select {
 		case c := <-b.in:
-			batch = append(batch, c)
-			cmds = append(cmds, c.cmds...)
+			add(c)
 		case <-ctx.Done():
 			return
 		}
 	gather:
-		for len(cmds) < b.maxCmds {
+		for n < b.maxCmds {
 			select {
 			case c := <-b.in:
-				batch = append(batch, c)
-				cmds = append(cmds, c.cmds...)
+				add(c)
 			default:
 				break gather
 			}
 		}
-		b.send(cmds)
+		b.send(cmds, groups)
 		for i, c := range batch {
 			c.done <- struct{}{}
 			batch[i] = nil
 		}
 		clear(cmds)
+		for i := range groups {
+			clear(groups[i].parts)
+		}
+		clear(groups)
+		groups = groups[:0]
 	}
 }
 
-func (b *Batcher) send(cmds []redis.Cmder) {
-	if b.size != nil {
-		b.size.Observe(float64(len(cmds)))
-	}
+// send sends cmds and the merged commands of groups in one pipeline and
+// hands the groups' parts their answers.
+func (b *Batcher) send(cmds []redis.Cmder, groups []merged) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
 	defer cancel()
 	pipe := b.rdb.Pipeline()
 	for _, cmd := range cmds {
 		_ = pipe.Process(ctx, cmd)
 	}
+	type chunk struct {
+		m     Merger
+		parts []any
+		cmd   redis.Cmder
+	}
+	var chunks []chunk
+	for _, g := range groups {
+		for p := g.parts; len(p) > 0; {
+			k := min(len(p), mergeMax)
+			c := chunk{m: g.m, parts: p[:k], cmd: g.m.Merge(ctx, p[:k])}
+			_ = pipe.Process(ctx, c.cmd)
+			chunks = append(chunks, c)
+			p = p[k:]
+		}
+	}
+	if b.size != nil {
+		b.size.Observe(float64(len(cmds) + len(chunks)))
+	}
 	// Errors land on the commands themselves.
 	_, _ = pipe.Exec(ctx)
+	for _, c := range chunks {
+		c.m.Answer(c.cmd, c.parts)
+	}
 }

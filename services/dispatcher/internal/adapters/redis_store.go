@@ -33,57 +33,32 @@ if v then
   if v == ARGV[1] then return 'claimed' end
   return v
 end
-return claim_new() or 'claimed'
+return claim_new(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]) or 'claimed'
 `)
 
-// claimNewLua defines claim_new(), the part of a claim of a notification
-// nobody holds (KEYS and ARGV as claimScript): it counts the recipient's
-// window and answers "deferred" (policy defer) or, having stored the
-// rate-limited marker, "rate_limited" when the window is full; else it
-// stores the claim and answers nil.
+// claimNewLua defines claim_new(dkey, rkey, marker, inttl, limit, window,
+// donettl, rlmarker, policy), the part of a claim of a notification nobody
+// holds (the arguments as claimScript's KEYS and ARGV): it counts the
+// recipient's window and answers "deferred" (policy defer) or, having
+// stored the rate-limited marker, "rate_limited" when the window is full;
+// else it stores the claim and answers nil.
 const claimNewLua = `
-local function claim_new()
-  local limit = tonumber(ARGV[3])
+local function claim_new(dkey, rkey, marker, inttl, limit, window, donettl, rlmarker, policy)
+  limit = tonumber(limit)
   if limit > 0 then
-    local n = redis.call('INCR', KEYS[2])
-    if n == 1 then redis.call('PEXPIRE', KEYS[2], ARGV[4]) end
+    local n = redis.call('INCR', rkey)
+    if n == 1 then redis.call('PEXPIRE', rkey, window) end
     if n > limit then
-      redis.call('DECR', KEYS[2])
-      if ARGV[7] == 'defer' then return 'deferred' end
-      redis.call('SET', KEYS[1], ARGV[6], 'PX', ARGV[5])
+      redis.call('DECR', rkey)
+      if policy == 'defer' then return 'deferred' end
+      redis.call('SET', dkey, rlmarker, 'PX', donettl)
       return 'rate_limited'
     end
   end
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  redis.call('SET', dkey, marker, 'PX', inttl)
   return nil
 end
 `
-
-// fencedClaimScript is claimScript with the target's fence checked in the
-// same atomic step (lib/fence):
-//
-//	KEYS[1..2] as claimScript   KEYS[3] fence   KEYS[4] fence marker
-//	KEYS[5] the target's in-flight set
-//	ARGV[1..7] as claimScript   ARGV[8] the record's target version
-//
-// After the dedup check (a done notification stays a duplicate, another
-// worker's claim stays busy) it answers "fenced" or "unsynced" without
-// writing anything when the fence stops the record; otherwise it goes on
-// as claimScript, and a claim also registers the in-flight marker in the
-// target's in-flight set for the in-flight TTL, which the scheduler waits
-// on before it acknowledges a change of the target.
-var fencedClaimScript = redis.NewScript(fence.CheckLua + claimNewLua + `
-local v = redis.call('GET', KEYS[1])
-if v and v ~= ARGV[1] then return v end
-local c = fence_check(KEYS[3], KEYS[4], ARGV[8])
-if c then return c end
-if not v then
-  local r = claim_new()
-  if r then return r end
-end
-fence_enter(KEYS[5], ARGV[1], ARGV[2])
-return 'claimed'
-`)
 
 // ownerScript runs an action on the dedup key only while it holds our
 // in-flight marker: ARGV[2] "extend" renews the TTL to ARGV[3] ms, "release"
@@ -130,6 +105,8 @@ type Store struct {
 	inTTL, doneTTL, window, limit string
 	policy                        string
 
+	claims *fencedClaims
+
 	mu         sync.Mutex
 	simExpired map[string]time.Time // run id -> when its TTL was last set
 }
@@ -137,7 +114,7 @@ type Store struct {
 // NewStore returns a Store using b for its commands and rdb for loading
 // scripts and pinging.
 func NewStore(rdb redis.UniversalClient, b *Batcher, opt StoreOptions) *Store {
-	return &Store{
+	s := &Store{
 		rdb: rdb, b: b, opt: opt,
 		inTTL:      strconv.FormatInt(opt.InflightTTL.Milliseconds(), 10),
 		doneTTL:    strconv.FormatInt(opt.DoneTTL.Milliseconds(), 10),
@@ -146,6 +123,8 @@ func NewStore(rdb redis.UniversalClient, b *Batcher, opt StoreOptions) *Store {
 		policy:     string(opt.RatePolicy),
 		simExpired: map[string]time.Time{},
 	}
+	s.claims = &fencedClaims{s: s}
+	return s
 }
 
 func (s *Store) dedupKey(id string) string { return DedupKey(s.opt.Prefix, id) }
@@ -184,89 +163,6 @@ func (s *Store) evalsha(ctx context.Context, script *redis.Script, keys []string
 			return nil, fmt.Errorf("load redis script: %w", err)
 		}
 	}
-}
-
-// ClaimFenced is Claim with the fence of f's target checked in the same
-// atomic step (see fencedClaimScript): it may also answer Fenced (never
-// send, record CANCELLED) or Unsynced (the fences' copy is incomplete:
-// claim again later). A Claimed notification is registered as a send in
-// progress of its target until ExitSend (or the in-flight TTL).
-func (s *Store) ClaimFenced(ctx context.Context, id, recipient, token string, f domain.FenceRef, now time.Time) (domain.Claim, error) {
-	window := max(s.opt.RateWindow.Milliseconds(), 1)
-	n := now.UnixMilli() / window
-	retryAt := time.UnixMilli((n + 1) * window)
-	rateKey := s.opt.Prefix + "rl:" + recipient + ":" + strconv.FormatInt(n, 10)
-	cmd, err := s.evalsha(ctx, fencedClaimScript, []string{s.dedupKey(id), rateKey,
-		fence.Key(s.opt.Prefix, f.TargetID), fence.SyncedKey(s.opt.Prefix), fence.InflightKey(s.opt.Prefix, f.TargetID)},
-		domain.InflightMarker(token), s.inTTL, s.limit, s.window, s.doneTTL, domain.RateLimitedMarker, s.policy, f.Version)
-	if err != nil {
-		return domain.Claim{}, fmt.Errorf("claim notification %s: %w", id, err)
-	}
-	v, err := cmd.Text()
-	if err != nil {
-		return domain.Claim{}, fmt.Errorf("claim notification %s: %w", id, err)
-	}
-	switch v {
-	case fence.Fenced:
-		return domain.Claim{State: domain.Fenced}, nil
-	case fence.Unsynced:
-		return domain.Claim{State: domain.Unsynced}, nil
-	}
-	return s.claimAnswer(id, v, retryAt)
-}
-
-// Recheck checks f's fence again for a send in progress under token (a
-// webhook retry) and renews its in-flight registration: nil, or an error
-// wrapping domain.ErrFenced, or another error when the fence cannot be
-// judged (Redis failing, the fences' copy incomplete).
-func (s *Store) Recheck(ctx context.Context, f domain.FenceRef, token string) error {
-	v, err := fence.Enter(ctx, s.rdb, s.opt.Prefix, f.TargetID, f.Version, domain.InflightMarker(token), s.opt.InflightTTL.Milliseconds())
-	switch {
-	case err != nil:
-		return err
-	case v == fence.Fenced:
-		return domain.ErrFenced
-	case v == fence.Unsynced:
-		return fmt.Errorf("check the fence of target %d: the copy of the fences in redis is incomplete", f.TargetID)
-	}
-	return nil
-}
-
-// Fenced reports whether f's record is below its target's fence, reading
-// the fence only (nothing claimed or registered); an error when the fence
-// cannot be judged (Redis failing, the fences' copy incomplete).
-func (s *Store) Fenced(ctx context.Context, f domain.FenceRef) (bool, error) {
-	v, err := fence.Check(ctx, s.rdb, s.opt.Prefix, f.TargetID, f.Version)
-	switch {
-	case err != nil:
-		return false, err
-	case v == fence.Unsynced:
-		return false, fmt.Errorf("check the fence of target %d: the copy of the fences in redis is incomplete", f.TargetID)
-	}
-	return v == fence.Fenced, nil
-}
-
-// RenewSends extends the registrations of sends in progress (token ->
-// target id) for another in-flight TTL.
-func (s *Store) RenewSends(ctx context.Context, sends map[string]uint64) error {
-	members := make(map[string]uint64, len(sends))
-	for token, target := range sends {
-		members[domain.InflightMarker(token)] = target
-	}
-	return fence.Renew(ctx, s.rdb, s.opt.Prefix, members, s.opt.InflightTTL.Milliseconds())
-}
-
-// ExitSend ends token's registration as a send in progress of target
-// (after the provider call returned).
-func (s *Store) ExitSend(ctx context.Context, targetID uint64, token string) error {
-	cmd := redis.NewIntCmd(ctx, "zrem", fence.InflightKey(s.opt.Prefix, targetID), domain.InflightMarker(token))
-	if err := s.b.Do(ctx, cmd); err != nil {
-		return fmt.Errorf("end the send of target %d: %w", targetID, err)
-	}
-	if err := cmd.Err(); err != nil {
-		return fmt.Errorf("end the send of target %d: %w", targetID, err)
-	}
-	return nil
 }
 
 // Claim tries to take notification id for sending under token, checking

@@ -1,0 +1,221 @@
+package adapters
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/notiflow/notiflow/lib/fence"
+	"github.com/notiflow/notiflow/lib/testkit"
+	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
+	"github.com/notiflow/notiflow/services/dispatcher/internal/domain"
+)
+
+// mgetMerger merges parts (*mgetPart) into one MGET; its first Merge
+// waits for gate, which lets a test queue calls behind it.
+type mgetMerger struct {
+	entered, gate chan struct{}
+	once          sync.Once
+	mu            sync.Mutex
+	sizes         []int // parts of each Merge
+}
+
+type mgetPart struct {
+	key, val string
+	err      error
+}
+
+func (m *mgetMerger) Merge(ctx context.Context, parts []any) redis.Cmder {
+	m.once.Do(func() {
+		close(m.entered)
+		<-m.gate
+	})
+	m.mu.Lock()
+	m.sizes = append(m.sizes, len(parts))
+	m.mu.Unlock()
+	args := []any{"mget"}
+	for _, p := range parts {
+		args = append(args, p.(*mgetPart).key)
+	}
+	return redis.NewSliceCmd(ctx, args...)
+}
+
+func (m *mgetMerger) Answer(cmd redis.Cmder, parts []any) {
+	vals, err := cmd.(*redis.SliceCmd).Result()
+	for i, p := range parts {
+		mp := p.(*mgetPart)
+		if err != nil {
+			mp.err = err
+			continue
+		}
+		mp.val, _ = vals[i].(string)
+	}
+}
+
+// TestBatcherMergesParts: the parts queued while a pipeline is in flight
+// go out in the next one as merged commands of at most mergeMax parts,
+// beside the plain commands queued with them, and each part and command
+// gets its own answer.
+func TestBatcherMergesParts(t *testing.T) {
+	t.Parallel()
+	rdb, prefix := testkit.Redis(t)
+	ctx := context.Background()
+	size := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "size", Buckets: []float64{1, 2, 3, 4, 8}})
+	b := NewBatcher(rdb, 256, 1, 2*time.Second, size)
+	testkit.Go(t, b.Run)
+	const parts = mergeMax + 36
+	for i := range parts {
+		if err := rdb.Set(ctx, fmt.Sprintf("%sk%d", prefix, i), fmt.Sprintf("v%d", i), time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := &mgetMerger{entered: make(chan struct{}), gate: make(chan struct{})}
+	ps := make([]*mgetPart, parts)
+	errs := make(chan error, parts+1)
+	var wg sync.WaitGroup
+	do := func(i int) {
+		ps[i] = &mgetPart{key: fmt.Sprintf("%sk%d", prefix, i)}
+		wg.Go(func() { errs <- b.DoMerged(ctx, m, ps[i]) })
+	}
+	do(0)
+	<-m.entered // the flusher holds part 0 in its Merge
+	for i := 1; i < parts; i++ {
+		do(i)
+	}
+	set := redis.NewStatusCmd(ctx, "set", prefix+"plain", "p")
+	get := redis.NewStringCmd(ctx, "get", prefix+"plain")
+	wg.Go(func() { errs <- b.Do(ctx, set, get) })
+	testkit.Eventually(t, 5*time.Second, func() error {
+		if n := len(b.in); n != parts {
+			return fmt.Errorf("%d calls queued, want %d", n, parts)
+		}
+		return nil
+	})
+	close(m.gate)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, p := range ps {
+		if want := fmt.Sprintf("v%d", i); p.err != nil || p.val != want {
+			t.Fatalf("part %d: %q, %v; want %q", i, p.val, p.err, want)
+		}
+	}
+	if get.Val() != "p" {
+		t.Fatalf("plain command beside the merged ones: %q, %v", get.Val(), get.Err())
+	}
+	if want := []int{1, mergeMax, parts - 1 - mergeMax}; !slices.Equal(m.sizes, want) {
+		t.Fatalf("merged commands of %v parts, want %v", m.sizes, want)
+	}
+	// Pipeline 1: the merged part 0; pipeline 2: two merged commands and
+	// the plain call's two.
+	if n, sum := histogramCount(t, size), histogramSum(t, size); n != 2 || sum != 5 {
+		t.Fatalf("%d pipelines of %v commands in all, want 2 of 5", n, sum)
+	}
+}
+
+// TestFencedClaimsInOneCall: the fenced claims of one script call answer
+// as separate calls would, in order: a second claim of a notification is
+// busy, a second one over the recipient's limit rate limited, a fenced
+// record and a done notification as alone; a claim whose key has the
+// wrong type fails alone; without the fences' marker a done notification
+// still answers duplicate and the others unsynced.
+func TestFencedClaimsInOneCall(t *testing.T) {
+	t.Parallel()
+	s, rdb, _ := testStore(t, StoreOptions{RateLimit: 1, RateWindow: time.Minute, RatePolicy: domain.RateDrop})
+	ctx := context.Background()
+	p := s.opt.Prefix
+	now := time.Now()
+	if err := fencedClaimsScript.Load(ctx, rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := fence.MarkSynced(ctx, rdb, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := fence.Raise(ctx, rdb, p, 2, 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkDone(ctx, "done1", domain.Outcome{Status: notiflowv1.Status_STATUS_DELIVERED, Attempts: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := s.ClaimFenced(ctx, "busy1", "r9", "other", domain.FenceRef{TargetID: 9, Version: 1}, now); err != nil || c.State != domain.Claimed {
+		t.Fatalf("claim busy1: %+v, %v", c, err)
+	}
+	if err := rdb.HSet(ctx, s.dedupKey("bad1"), "a", "b").Err(); err != nil {
+		t.Fatal(err)
+	}
+	type give struct {
+		id, recipient, token string
+		ref                  domain.FenceRef
+	}
+	one := func(id, recipient, token string, target, version uint64) give {
+		return give{id, recipient, token, domain.FenceRef{TargetID: target, Version: version}}
+	}
+	run := func(gives []give) []*fencedClaim {
+		t.Helper()
+		parts := make([]any, len(gives))
+		claims := make([]*fencedClaim, len(gives))
+		for i, g := range gives {
+			claims[i], _ = s.fencedClaim(g.id, g.recipient, g.token, g.ref, now)
+			parts[i] = claims[i]
+		}
+		cmd := s.claims.Merge(ctx, parts)
+		_ = rdb.Process(ctx, cmd)
+		s.claims.Answer(cmd, parts)
+		return claims
+	}
+	state := func(c *fencedClaim) string {
+		switch {
+		case c.err != nil:
+			return "error"
+		case c.answer == fence.Fenced || c.answer == fence.Unsynced:
+			return c.answer
+		}
+		cl, err := s.claimAnswer("x", c.answer, time.Time{})
+		if err != nil {
+			return "bad answer " + c.answer
+		}
+		return [...]string{domain.Claimed: "claimed", domain.Busy: "busy", domain.Duplicate: "duplicate",
+			domain.RateLimited: "rate_limited", domain.Deferred: "deferred"}[cl.State]
+	}
+	claims := run([]give{
+		one("n1", "r1", "a", 1, 1),
+		one("n1", "r1", "b", 1, 1),
+		one("bad1", "r3", "a", 4, 1),
+		one("n2", "r1", "a", 1, 1),
+		one("n3", "r2", "a", 2, 3),
+		one("done1", "r4", "a", 5, 1),
+		one("busy1", "r9", "c", 9, 1),
+		one("n4", "r5", "a", 3, 1),
+	})
+	want := []string{"claimed", "busy", "error", "rate_limited", "fenced", "duplicate", "busy", "claimed"}
+	for i, c := range claims {
+		if got := state(c); got != want[i] {
+			t.Errorf("claim %d: %s (answer %q, err %v), want %s", i, got, c.answer, c.err, want[i])
+		}
+	}
+	for target, want := range map[uint64]int64{1: 1, 2: 0, 3: 1, 4: 0} {
+		if n, err := fence.Inflight(ctx, rdb, p, target); err != nil || n != want {
+			t.Errorf("target %d: %d in flight (%v), want %d", target, n, err, want)
+		}
+	}
+	if err := rdb.Del(ctx, fence.SyncedKey(p)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	claims = run([]give{one("done1", "r4", "a", 5, 1), one("n5", "r6", "a", 6, 1)})
+	if a, b := state(claims[0]), state(claims[1]); a != "duplicate" || b != fence.Unsynced {
+		t.Fatalf("without the marker: %s and %s, want duplicate and unsynced", a, b)
+	}
+	if n := rdb.Exists(ctx, s.dedupKey("n5")).Val(); n != 0 {
+		t.Fatal("an unsynced claim in a merged call wrote its dedup key")
+	}
+}
