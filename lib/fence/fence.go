@@ -73,6 +73,9 @@ const (
 // (the fence stops version), fence_now() (Redis's clock, ms) and
 // fence_register(ikey, member, ttl, now) (fence_enter at now, ttl a
 // number), so that the marker and the clock are read once per script.
+// Like fence_enter, fence_register may only follow, in the same run, a
+// fence_synced that answered true and a fence_above of that record that
+// answered false.
 const CheckLua = `
 local function fence_synced(skey) return redis.call('EXISTS', skey) == 1 end
 local function fence_above(fkey, version)

@@ -26,8 +26,8 @@ var ErrBatcherClosed = errors.New("redis batcher stopped")
 // (one script call that claims many notifications), which saves Redis the
 // work of a command per request.
 //
-// Do is safe for concurrent use. Run the batcher with Run; Do fails with
-// ErrBatcherClosed after Run returned.
+// Do and DoMerged are safe for concurrent use. Run the batcher with Run;
+// both fail with ErrBatcherClosed after Run returned.
 type Batcher struct {
 	rdb       redis.UniversalClient
 	in        chan *call
@@ -51,7 +51,9 @@ type call struct {
 // sends the command Merge builds; once that command's reply is in (or it
 // failed) it calls Answer with the same parts, which gives each part its
 // outcome. Mergers are compared with ==: use one pointer per kind and
-// configuration.
+// configuration. Merge and Answer run on the flusher goroutines (at once
+// on several when the batcher has several pipelines) and hold up every
+// caller of their pipeline: they must not block.
 type Merger interface {
 	// Merge returns the command that carries parts (at least one).
 	Merge(ctx context.Context, parts []any) redis.Cmder
@@ -127,9 +129,10 @@ func (b *Batcher) Start(ctx context.Context, cmds ...redis.Cmder) (Pending, erro
 
 // DoMerged queues part for one of the next pipelines, merged with the
 // other parts of m there (see Merger), and returns when m's Answer has
-// given it its outcome, when ctx ends (the part may still be sent) or
-// when the batcher stopped. The returned error is only about the call
-// itself; the part's outcome is where m.Answer puts it.
+// given it its outcome, when ctx ends or when the batcher stopped. The
+// returned error is only about the call itself; the part's outcome is
+// where m.Answer puts it. After an error the part may still be sent and
+// answered later: the caller must neither read nor reuse it.
 func (b *Batcher) DoMerged(ctx context.Context, m Merger, part any) error {
 	select {
 	case <-b.stopped:
@@ -228,16 +231,15 @@ func (b *Batcher) flushLoop(ctx context.Context) {
 			batch[i] = nil
 		}
 		clear(cmds)
-		for i := range groups {
-			clear(groups[i].parts)
-		}
 		clear(groups)
 		groups = groups[:0]
 	}
 }
 
 // send sends cmds and the merged commands of groups in one pipeline and
-// hands the groups' parts their answers.
+// hands the groups' parts their answers. The merged commands go after the
+// plain ones whatever the order the calls came in: the calls of one
+// pipeline are concurrent, none waits for another.
 func (b *Batcher) send(cmds []redis.Cmder, groups []merged) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
 	defer cancel()

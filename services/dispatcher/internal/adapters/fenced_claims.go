@@ -157,7 +157,10 @@ func (m *fencedClaims) Answer(cmd redis.Cmder, parts []any) {
 		case string:
 			c.answer = v
 		case []any:
-			c.err = fmt.Errorf("claim script: %v", v[len(v)-1])
+			c.err = fmt.Errorf("claim script: %v", v)
+			if len(v) == 2 {
+				c.err = fmt.Errorf("claim script: %v", v[1])
+			}
 		default:
 			c.err = fmt.Errorf("the claim script answered %T, want a string", vals[i])
 		}

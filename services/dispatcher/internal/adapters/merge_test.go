@@ -2,8 +2,10 @@ package adapters
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -187,6 +189,14 @@ func TestFencedClaimsInOneCall(t *testing.T) {
 		return [...]string{domain.Claimed: "claimed", domain.Busy: "busy", domain.Duplicate: "duplicate",
 			domain.RateLimited: "rate_limited", domain.Deferred: "deferred"}[cl.State]
 	}
+	// n6 is already ours (a retry of a claim that was answered too late):
+	// claimed again, registered, not counted again.
+	if c, err := s.ClaimFenced(ctx, "n6", "r7", "own", domain.FenceRef{TargetID: 6, Version: 1}, now); err != nil || c.State != domain.Claimed {
+		t.Fatalf("claim n6: %+v, %v", c, err)
+	}
+	if err := s.ExitSend(ctx, 6, "own"); err != nil {
+		t.Fatal(err)
+	}
 	claims := run([]give{
 		one("n1", "r1", "a", 1, 1),
 		one("n1", "r1", "b", 1, 1),
@@ -196,17 +206,29 @@ func TestFencedClaimsInOneCall(t *testing.T) {
 		one("done1", "r4", "a", 5, 1),
 		one("busy1", "r9", "c", 9, 1),
 		one("n4", "r5", "a", 3, 1),
+		one("n6", "r7", "own", 6, 1),
 	})
-	want := []string{"claimed", "busy", "error", "rate_limited", "fenced", "duplicate", "busy", "claimed"}
+	want := []string{"claimed", "busy", "error", "rate_limited", "fenced", "duplicate", "busy", "claimed", "claimed"}
 	for i, c := range claims {
 		if got := state(c); got != want[i] {
 			t.Errorf("claim %d: %s (answer %q, err %v), want %s", i, got, c.answer, c.err, want[i])
 		}
 	}
-	for target, want := range map[uint64]int64{1: 1, 2: 0, 3: 1, 4: 0} {
+	for target, want := range map[uint64]int64{1: 1, 2: 0, 3: 1, 4: 0, 6: 1} {
 		if n, err := fence.Inflight(ctx, rdb, p, target); err != nil || n != want {
 			t.Errorf("target %d: %d in flight (%v), want %d", target, n, err, want)
 		}
+	}
+	// Only new claims count against the limit: r1's n1 (its second
+	// claim was busy, n2 over the limit), r5's n4 and r7's n6 once.
+	window := strconv.FormatInt(now.UnixMilli()/time.Minute.Milliseconds(), 10)
+	for rcp, want := range map[string]string{"r1": "1", "r2": "", "r4": "", "r5": "1", "r7": "1", "r9": "1"} {
+		if got := rdb.Get(ctx, p+"rl:"+rcp+":"+window).Val(); got != want {
+			t.Errorf("rate-limit count of %s: %q, want %q", rcp, got, want)
+		}
+	}
+	if n := rdb.Exists(ctx, s.dedupKey("n3")).Val(); n != 0 {
+		t.Error("the fenced claim wrote its dedup key")
 	}
 	if err := rdb.Del(ctx, fence.SyncedKey(p)).Err(); err != nil {
 		t.Fatal(err)
@@ -217,5 +239,30 @@ func TestFencedClaimsInOneCall(t *testing.T) {
 	}
 	if n := rdb.Exists(ctx, s.dedupKey("n5")).Val(); n != 0 {
 		t.Fatal("an unsynced claim in a merged call wrote its dedup key")
+	}
+}
+
+// With Redis gone a merged call's parts get the connection's error
+// promptly, and DoMerged after the batcher stopped fails.
+func TestBatcherMergedRedisDown(t *testing.T) {
+	t.Parallel()
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	defer rdb.Close()
+	b := NewBatcher(rdb, 16, 1, time.Second, nil)
+	run := testkit.Go(t, b.Run)
+	m := &mgetMerger{entered: make(chan struct{}), gate: make(chan struct{})}
+	close(m.gate)
+	part := &mgetPart{key: "k"}
+	if err := b.DoMerged(context.Background(), m, part); err != nil {
+		t.Fatalf("DoMerged: %v", err)
+	}
+	if part.err == nil {
+		t.Fatal("a merged part through a closed port got no error")
+	}
+	if err := run.Stop(); err != nil {
+		t.Fatalf("batcher Run: %v", err)
+	}
+	if err := b.DoMerged(context.Background(), m, &mgetPart{key: "k"}); !errors.Is(err, ErrBatcherClosed) {
+		t.Fatalf("DoMerged after stop: %v, want ErrBatcherClosed", err)
 	}
 }

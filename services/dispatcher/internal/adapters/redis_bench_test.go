@@ -28,7 +28,11 @@ import (
 //   - claim: Store.Claim without a rate limit, one SET NX GET: the claim
 //     without a fence, the baseline (the service always checks fences);
 //   - claim-fenced: Store.ClaimFenced, the claim script with the target's
-//     fence checked and the send registered as in progress of its target;
+//     fence checked and the send registered as in progress of its target,
+//     the claims queued for one pipeline merged into calls of up to
+//     mergeMax (cmds/pipeline counts such a call as one);
+//   - claim-fenced-unmerged: the same script called once per claim
+//     through the batcher, the baseline of the merging;
 //   - claim-fenced-done: that, then StartMarkDoneExit (the done marker and
 //     the end of the registration, in one pipeline): the Redis work of a
 //     notification in `make bench` but the sim channel's count of sends.
@@ -74,6 +78,19 @@ func BenchmarkRedisCost(b *testing.B) {
 	ops := map[string]func(s *Store, id, token string, target uint64) error{
 		"claim":        claim,
 		"claim-fenced": claimFenced,
+		"claim-fenced-unmerged": func(s *Store, id, token string, target uint64) error {
+			c, _ := s.fencedClaim(id, "rcp", token, domain.FenceRef{TargetID: target, Version: 1}, time.Now())
+			parts := []any{c}
+			cmd := s.claims.Merge(ctx, parts)
+			if err := batcher.Do(ctx, cmd); err != nil {
+				return err
+			}
+			s.claims.Answer(cmd, parts)
+			if c.err == nil && c.answer != "claimed" {
+				c.err = fmt.Errorf("claim of %s: %q, want claimed", id, c.answer)
+			}
+			return c.err
+		},
 		"claim-fenced-done": func(s *Store, id, token string, target uint64) error {
 			if err := claimFenced(s, id, token, target); err != nil {
 				return err
@@ -81,7 +98,10 @@ func BenchmarkRedisCost(b *testing.B) {
 			return s.StartMarkDoneExit(ctx, id, done, target, token)(ctx)
 		},
 	}
-	for _, name := range []string{"claim", "claim-fenced", "claim-fenced-done"} {
+	if err := fencedClaimsScript.Load(ctx, rdb).Err(); err != nil {
+		b.Fatal(err)
+	}
+	for _, name := range []string{"claim", "claim-fenced", "claim-fenced-unmerged", "claim-fenced-done"} {
 		b.Run(name, func(b *testing.B) {
 			op := ops[name]
 			// Each run has keys of its own, none expiring while it runs
