@@ -2,7 +2,6 @@ package adapters
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -239,30 +238,5 @@ func TestFencedClaimsInOneCall(t *testing.T) {
 	}
 	if n := rdb.Exists(ctx, s.dedupKey("n5")).Val(); n != 0 {
 		t.Fatal("an unsynced claim in a merged call wrote its dedup key")
-	}
-}
-
-// With Redis gone a merged call's parts get the connection's error
-// promptly, and DoMerged after the batcher stopped fails.
-func TestBatcherMergedRedisDown(t *testing.T) {
-	t.Parallel()
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
-	defer rdb.Close()
-	b := NewBatcher(rdb, 16, 1, time.Second, nil)
-	run := testkit.Go(t, b.Run)
-	m := &mgetMerger{entered: make(chan struct{}), gate: make(chan struct{})}
-	close(m.gate)
-	part := &mgetPart{key: "k"}
-	if err := b.DoMerged(context.Background(), m, part); err != nil {
-		t.Fatalf("DoMerged: %v", err)
-	}
-	if part.err == nil {
-		t.Fatal("a merged part through a closed port got no error")
-	}
-	if err := run.Stop(); err != nil {
-		t.Fatalf("batcher Run: %v", err)
-	}
-	if err := b.DoMerged(context.Background(), m, &mgetPart{key: "k"}); !errors.Is(err, ErrBatcherClosed) {
-		t.Fatalf("DoMerged after stop: %v, want ErrBatcherClosed", err)
 	}
 }

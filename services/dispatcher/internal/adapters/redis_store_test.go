@@ -192,8 +192,8 @@ func TestSimSendsCounted(t *testing.T) {
 	}
 }
 
-// When Redis is gone the batcher fails the commands promptly (no hang)
-// and stops cleanly.
+// When Redis is gone the batcher fails the commands and merged parts
+// promptly (no hang) and stops cleanly.
 func TestBatcherRedisDown(t *testing.T) {
 	t.Parallel()
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
@@ -207,11 +207,23 @@ func TestBatcherRedisDown(t *testing.T) {
 	if cmd.Err() == nil {
 		t.Fatal("ping through a closed port succeeded")
 	}
+	m := &mgetMerger{entered: make(chan struct{}), gate: make(chan struct{})}
+	close(m.gate)
+	part := &mgetPart{key: "k"}
+	if err := b.DoMerged(context.Background(), m, part); err != nil {
+		t.Fatalf("DoMerged: %v", err)
+	}
+	if part.err == nil {
+		t.Fatal("a merged part through a closed port got no error")
+	}
 	if err := run.Stop(); err != nil {
 		t.Fatalf("batcher Run: %v", err)
 	}
 	if err := b.Do(context.Background(), redis.NewStatusCmd(context.Background(), "ping")); !errors.Is(err, ErrBatcherClosed) {
 		t.Fatalf("Do after stop: %v, want ErrBatcherClosed", err)
+	}
+	if err := b.DoMerged(context.Background(), m, &mgetPart{key: "k"}); !errors.Is(err, ErrBatcherClosed) {
+		t.Fatalf("DoMerged after stop: %v, want ErrBatcherClosed", err)
 	}
 }
 
