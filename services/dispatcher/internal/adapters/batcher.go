@@ -72,9 +72,10 @@ type merged struct {
 	parts []any
 }
 
-// NewBatcher returns a batcher over rdb sending at most maxCmds commands per
-// pipeline with up to pipelines pipelines in flight, each bounded by
-// timeout. size observes the commands per pipeline (nil: not observed).
+// NewBatcher returns a batcher over rdb gathering at most maxCmds commands
+// and merged parts per pipeline with up to pipelines pipelines in flight,
+// each bounded by timeout. size observes the commands each pipeline sends,
+// a merged command counting as one (nil: not observed).
 func NewBatcher(rdb redis.UniversalClient, maxCmds, pipelines int, timeout time.Duration, size prometheus.Observer) *Batcher {
 	b := &Batcher{
 		rdb: rdb, in: make(chan *call, maxCmds*pipelines), stopped: make(chan struct{}),
