@@ -71,21 +71,15 @@ return out
 // claims share one script call (Batcher.DoMerged).
 func (s *Store) ClaimFenced(ctx context.Context, id, recipient, token string, f domain.FenceRef, now time.Time) (domain.Claim, error) {
 	c, retryAt := s.fencedClaim(id, recipient, token, f, now)
-	for try := 0; ; try++ {
+	err := s.reloadingScript(ctx, fencedClaimsScript, func() error {
 		c.answer, c.err = "", nil
 		if err := s.b.DoMerged(ctx, s.claims, c); err != nil {
-			return domain.Claim{}, fmt.Errorf("claim notification %s: %w", id, err)
+			return err
 		}
-		if c.err == nil {
-			break
-		}
-		if try > 0 || !redis.HasErrorPrefix(c.err, "NOSCRIPT") {
-			return domain.Claim{}, fmt.Errorf("claim notification %s: %w", id, c.err)
-		}
-		// Redis lost its script cache (a restart): load it, try once more.
-		if err := fencedClaimsScript.Load(ctx, s.rdb).Err(); err != nil {
-			return domain.Claim{}, fmt.Errorf("claim notification %s: load redis script: %w", id, err)
-		}
+		return c.err
+	})
+	if err != nil {
+		return domain.Claim{}, fmt.Errorf("claim notification %s: %w", id, err)
 	}
 	switch c.answer {
 	case fence.Fenced:

@@ -2,6 +2,7 @@ package adapters
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -238,5 +239,51 @@ func TestFencedClaimsInOneCall(t *testing.T) {
 	}
 	if n := rdb.Exists(ctx, s.dedupKey("n5")).Val(); n != 0 {
 		t.Fatal("an unsynced claim in a merged call wrote its dedup key")
+	}
+}
+
+// noScript is an error as Redis answers a call of a script it lacks.
+type noScript struct{}
+
+func (noScript) Error() string { return "NOSCRIPT No matching script." }
+func (noScript) RedisError()   {}
+
+// TestReloadingScript: a run that fails with NOSCRIPT gets the script
+// loaded and runs once more; a second NOSCRIPT, or any other error, is
+// returned as it is.
+func TestReloadingScript(t *testing.T) {
+	t.Parallel()
+	s, rdb, _ := testStore(t, StoreOptions{})
+	ctx := context.Background()
+	// A script of this test alone, in no script cache until loaded here.
+	script := redis.NewScript("return '" + s.opt.Prefix + "reload'")
+	if ok, err := rdb.ScriptExists(ctx, script.Hash()).Result(); err != nil || ok[0] {
+		t.Fatalf("the test's script is cached before the test: %v", err)
+	}
+	for _, tt := range []struct {
+		name      string
+		fails     []error // the answers of the runs, in turn
+		wantRuns  int
+		wantErr   error
+		wantCache bool
+	}{
+		{"no error", []error{nil}, 1, nil, false},
+		{"other error", []error{redis.Nil}, 1, redis.Nil, false},
+		{"script reloaded", []error{noScript{}, nil}, 2, nil, true},
+		{"still missing", []error{noScript{}, noScript{}}, 2, noScript{}, true},
+	} {
+		runs := 0
+		err := s.reloadingScript(ctx, script, func() error {
+			runs++
+			return tt.fails[runs-1]
+		})
+		if runs != tt.wantRuns || !errors.Is(err, tt.wantErr) {
+			t.Errorf("%s: %d runs, %v; want %d, %v", tt.name, runs, err, tt.wantRuns, tt.wantErr)
+		}
+		if tt.wantCache {
+			if ok, err := rdb.ScriptExists(ctx, script.Hash()).Result(); err != nil || !ok[0] {
+				t.Errorf("%s: script not loaded (%v)", tt.name, err)
+			}
+		}
 	}
 }

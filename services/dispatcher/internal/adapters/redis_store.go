@@ -144,25 +144,35 @@ func (s *Store) Ping(ctx context.Context) error {
 // evalsha runs script through the batcher; when Redis lost its script cache
 // (a restart) it loads the script and tries once more.
 func (s *Store) evalsha(ctx context.Context, script *redis.Script, keys []string, args ...any) (*redis.Cmd, error) {
-	for try := 0; ; try++ {
-		a := make([]any, 0, 3+len(keys)+len(args))
-		a = append(a, "evalsha", script.Hash(), len(keys))
-		for _, k := range keys {
-			a = append(a, k)
-		}
-		a = append(a, args...)
-		cmd := redis.NewCmd(ctx, a...)
-		if err := s.b.Do(ctx, cmd); err != nil {
-			return nil, err
-		}
-		err := cmd.Err()
-		if err == nil || try > 0 || !redis.HasErrorPrefix(err, "NOSCRIPT") {
-			return cmd, err
-		}
-		if err := script.Load(ctx, s.rdb).Err(); err != nil {
-			return nil, fmt.Errorf("load redis script: %w", err)
-		}
+	a := make([]any, 0, 3+len(keys)+len(args))
+	a = append(a, "evalsha", script.Hash(), len(keys))
+	for _, k := range keys {
+		a = append(a, k)
 	}
+	a = append(a, args...)
+	var cmd *redis.Cmd
+	err := s.reloadingScript(ctx, script, func() error {
+		cmd = redis.NewCmd(ctx, a...)
+		if err := s.b.Do(ctx, cmd); err != nil {
+			return err
+		}
+		return cmd.Err()
+	})
+	return cmd, err
+}
+
+// reloadingScript runs run, which calls script; when that fails because
+// Redis lost its script cache (NOSCRIPT: a restart or a flush), it loads
+// the script and runs run once more.
+func (s *Store) reloadingScript(ctx context.Context, script *redis.Script, run func() error) error {
+	err := run()
+	if err == nil || !redis.HasErrorPrefix(err, "NOSCRIPT") {
+		return err
+	}
+	if err := script.Load(ctx, s.rdb).Err(); err != nil {
+		return fmt.Errorf("load redis script: %w", err)
+	}
+	return run()
 }
 
 // Claim tries to take notification id for sending under token, checking
