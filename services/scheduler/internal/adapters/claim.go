@@ -2,6 +2,7 @@ package adapters
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -22,6 +23,21 @@ func (s *MySQLStore) ClaimDue(ctx context.Context, now time.Time, limit int, pla
 		return domain.ClaimResult{}, err
 	}
 	return c.Finish(ctx)
+}
+
+// NextDue returns the earliest entry of the due queue (target_due), or
+// ok false when the queue is empty. It is one read of the queue's first
+// key; the scheduler calls it after each scan to wake at the next due
+// time rather than at its next tick.
+func (s *MySQLStore) NextDue(ctx context.Context) (at time.Time, ok bool, err error) {
+	err = s.db.QueryRowContext(ctx, `SELECT next_run_at FROM target_due ORDER BY next_run_at, target_id LIMIT 1`).Scan(&at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("read the next due time: %w", err)
+	}
+	return at.UTC(), true, nil
 }
 
 // Claim is a claim transaction between its two steps (an app.ClaimTx). It

@@ -19,6 +19,9 @@ type ClaimStore interface {
 	// BeginClaim selects and advances up to limit due targets in a new
 	// transaction and returns it open, or nil when nothing is due.
 	BeginClaim(ctx context.Context, now time.Time, limit int, planner domain.Planner, from domain.ClaimCursor) (ClaimTx, error)
+	// NextDue returns the due time of the due queue's first entry; ok is
+	// false when the queue is empty.
+	NextDue(ctx context.Context) (at time.Time, ok bool, err error)
 }
 
 // ClaimTx is a claim transaction after its first step (targets selected
@@ -64,7 +67,9 @@ type SchedulerOptions struct {
 // Scheduler is the scan loop: a robfig/cron job ticks every Tick; a tick
 // takes (or keeps) the scan lease, claims due targets batch after batch
 // until none is due, and wakes the relay after each batch so that
-// publishing overlaps claiming. Only the lease holder claims and relays.
+// publishing overlaps claiming; when the next target falls due before the
+// next tick, the tick waits for it and scans again at its due time. Only
+// the lease holder claims and relays.
 type Scheduler struct {
 	leader  *Leader
 	claims  ClaimStore
@@ -154,12 +159,23 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	return nil
 }
 
-// Tick runs one scan if this replica holds (or can take) the lease: it
-// claims batches until fewer than a full batch was due, a claim failed,
-// ctx ended (the batches in progress, at most two, still commit) or the
-// lease was lost (they roll back). It returns when every claim it began
-// has committed or rolled back. Tick is what the cron job calls; tests call
-// it directly. Calls must not overlap.
+// Tick scans if this replica holds (or can take) the lease. A scan claims
+// batches until fewer than a full batch was due, a claim failed, ctx ended
+// (the batches in progress, at most two, still commit) or the lease was
+// lost (they roll back).
+//
+// After a complete scan Tick reads the head of the due queue: when the
+// next entry falls due before the next tick could come (within Tick from
+// now), Tick waits for that instant under the lease and scans again, so a
+// target is claimed at its due time rather than up to a tick after it.
+// It returns when the queue holds nothing due that soon, when an entry the
+// scan left (one another transaction locks) heads the queue (the next tick
+// retries it), when the clock has not reached the awaited instant after
+// the wait (a clock that does not follow real time), or when ctx or the
+// lease ends; every claim it began has then committed or rolled back.
+//
+// Tick is what the cron job calls; tests call it directly. Calls must not
+// overlap.
 func (s *Scheduler) Tick(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
@@ -169,6 +185,22 @@ func (s *Scheduler) Tick(ctx context.Context) {
 		return
 	}
 	defer s.Wake() // also when nothing was claimed: the relay retries leftovers and housekeeps
+	for {
+		now := s.now() // one "now" per scan: a cursor is only meaningful under it
+		if !s.scan(ctx, lease, now) {
+			return
+		}
+		next, ok := s.nextWake(lease, now)
+		if !ok || !s.sleepUntil(ctx, lease, next) {
+			return
+		}
+	}
+}
+
+// scan claims the targets due at now, batch after batch, and reports
+// whether it ran to its end: false after a failed claim or when ctx or the
+// lease ended.
+func (s *Scheduler) scan(ctx, lease context.Context, now time.Time) (complete bool) {
 	s.scanning.Store(true)
 	defer s.scanning.Store(false)
 	start := time.Now()
@@ -199,22 +231,26 @@ func (s *Scheduler) Tick(ctx context.Context) {
 	defer func() {
 		close(begun)
 		<-done
+		select {
+		case <-failed: // the last batch's finish failed
+			complete = false
+		default:
+		}
 	}()
-	now := s.now() // one "now" per scan: a cursor is only meaningful under it
 	var cursor domain.ClaimCursor
 	for ctx.Err() == nil && lease.Err() == nil {
 		select {
 		case <-failed: // the scan stops at the first failure
-			return
+			return false
 		default:
 		}
 		c, err := s.claims.BeginClaim(lease, now, s.opts.ClaimBatch, s.planner, cursor)
 		if err != nil {
 			s.claimFailed(lease, err)
-			return
+			return false
 		}
 		if c == nil {
-			return
+			return true
 		}
 		full := c.Targets() >= s.opts.ClaimBatch
 		cursor = c.Cursor()
@@ -222,12 +258,48 @@ func (s *Scheduler) Tick(ctx context.Context) {
 		case begun <- c:
 		case <-failed:
 			c.Rollback()
-			return
+			return false
 		}
 		if !full {
-			return
+			return true
 		}
 	}
+	return false
+}
+
+// nextWake returns the due time of the queue's first entry when a scan at
+// scanNow should follow at that instant: the entry falls due after
+// scanNow (an entry at or before it is one the scan skipped, left to the
+// next tick) and less than a tick from now.
+func (s *Scheduler) nextWake(lease context.Context, scanNow time.Time) (time.Time, bool) {
+	at, ok, err := s.claims.NextDue(lease)
+	if err != nil {
+		if lease.Err() == nil {
+			s.log.Warn("read the next due time; the next tick scans", "err", err)
+		}
+		return time.Time{}, false
+	}
+	if !ok || !at.After(scanNow) || at.Sub(s.now()) >= s.opts.Tick {
+		return time.Time{}, false
+	}
+	return at, true
+}
+
+// sleepUntil waits until the clock reaches at; false when ctx or the lease
+// ended first, or when the clock is still before at after the wait.
+func (s *Scheduler) sleepUntil(ctx, lease context.Context, at time.Time) bool {
+	if d := at.Sub(s.now()); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return false
+		case <-lease.Done():
+			return false
+		}
+	}
+	return !s.now().Before(at)
 }
 
 // finish completes one claim and accounts for it; false means it failed.

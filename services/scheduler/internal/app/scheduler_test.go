@@ -397,3 +397,70 @@ func TestRunningSchedulerSettlesOneShots(t *testing.T) {
 		return nil
 	})
 }
+
+// TestTickWakesAtTheNextDueTime: targets falling due less than a tick
+// after a scan are claimed by that tick at their due time, not by a later
+// tick; targets due later than a tick away are left to the ticks.
+func TestTickWakesAtTheNextDueTime(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1)
+	in := e.instance(t, instanceOpts{tick: time.Minute})
+	ctx := context.Background()
+
+	later := time.Now().Add(2 * time.Minute)
+	createDue(t, in.store, 5, 5, later, "")
+	due := time.Now().Add(700 * time.Millisecond)
+	createDue(t, in.store, 10, 10, due, "")
+	in.sched.Tick(ctx)
+	returned := time.Now()
+	if got := value(in.metrics.Claimed); got != 10 {
+		t.Fatalf("one tick claimed %v targets; want the 10 due %s after it began", got, 700*time.Millisecond)
+	}
+	if returned.Before(due) {
+		t.Fatalf("the tick returned at %s, before the targets' due time %s", returned, due)
+	}
+	// The two minutes' targets are more than a tick away: no wait for them.
+	if late := returned.Sub(due); late > 30*time.Second {
+		t.Fatalf("the tick returned %s after the due time: it waited for targets more than a tick away", late)
+	}
+}
+
+// TestTickLeavesLockedDueEntries: a due entry the scan skips (another
+// transaction locks it) heads the queue after the scan; the tick returns
+// and leaves it to the next tick instead of scanning again and again.
+func TestTickLeavesLockedDueEntries(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1)
+	in := e.instance(t, instanceOpts{tick: time.Minute})
+	ids := createDue(t, in.store, 1, 1, time.Now().Add(-time.Second), "")
+
+	tx, err := in.store.DB().Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	var at time.Time
+	if err := tx.QueryRow(`SELECT next_run_at FROM target_due WHERE target_id = ? FOR UPDATE`, ids[0]).Scan(&at); err != nil {
+		t.Fatalf("lock the due entry: %v", err)
+	}
+	returned := make(chan struct{})
+	go func() {
+		defer close(returned)
+		in.sched.Tick(context.Background())
+	}()
+	select {
+	case <-returned:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the tick did not return while a due entry it cannot claim heads the queue")
+	}
+	if got := value(in.metrics.Claimed); got != 0 {
+		t.Fatalf("claimed %v targets; the only due entry is locked", got)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	in.sched.Tick(context.Background())
+	if got := value(in.metrics.Claimed); got != 1 {
+		t.Fatalf("the next tick claimed %v targets; want the entry, unlocked now", got)
+	}
+}
