@@ -287,3 +287,96 @@ func TestReloadingScript(t *testing.T) {
 		}
 	}
 }
+
+// TestFencedClaimsWithoutRateLimit: without a rate limit a claim takes its
+// dedup key with SET NX and the call reads all fences at once; every
+// answer is still the one-claim script's: claimed, busy, claimed again
+// for its own token, duplicate, fenced (nothing written) and, behind a
+// fence key of the wrong type, an error for its own claim only, while a
+// done notification of that target still answers duplicate and the other
+// claims of the call are judged by their own fences.
+func TestFencedClaimsWithoutRateLimit(t *testing.T) {
+	t.Parallel()
+	s, rdb, _ := testStore(t, StoreOptions{})
+	ctx := context.Background()
+	p := s.opt.Prefix
+	now := time.Now()
+	if err := fence.MarkSynced(ctx, rdb, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := fence.Raise(ctx, rdb, p, 2, 5); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"done1", "done7"} {
+		if err := s.MarkDone(ctx, id, domain.Outcome{Status: notiflowv1.Status_STATUS_DELIVERED, Attempts: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c, err := s.ClaimFenced(ctx, "own1", "r1", "own", domain.FenceRef{TargetID: 3, Version: 1}, now); err != nil || c.State != domain.Claimed {
+		t.Fatalf("claim own1: %+v, %v", c, err)
+	}
+	call := func(gives [][3]string, targets []uint64, versions []uint64) []string {
+		t.Helper()
+		parts := make([]any, len(gives))
+		for i, g := range gives {
+			c, _ := s.fencedClaim(g[0], g[1], g[2], domain.FenceRef{TargetID: targets[i], Version: versions[i]}, now)
+			parts[i] = c
+		}
+		cmd := s.claims.Merge(ctx, parts)
+		if err := s.reloadingScript(ctx, fencedClaimsScript, func() error { return rdb.Process(ctx, cmd) }); err != nil {
+			t.Fatal(err)
+		}
+		s.claims.Answer(cmd, parts)
+		out := make([]string, len(parts))
+		for i, part := range parts {
+			c := part.(*fencedClaim)
+			switch {
+			case c.err != nil:
+				out[i] = "error"
+			case c.answer == fence.Fenced || c.answer == fence.Unsynced:
+				out[i] = c.answer
+			default:
+				cl, err := s.claimAnswer("x", c.answer, time.Time{})
+				if err != nil {
+					t.Fatalf("claim %d: %v", i, err)
+				}
+				out[i] = [...]string{domain.Claimed: "claimed", domain.Busy: "busy", domain.Duplicate: "duplicate"}[cl.State]
+			}
+		}
+		return out
+	}
+	got := call([][3]string{
+		{"n1", "r1", "a"}, {"n1", "r1", "b"}, {"own1", "r1", "own"}, {"done1", "r1", "a"},
+		{"n2", "r2", "a"}, {"done7", "r2", "a"}, {"n3", "r3", "a"},
+	}, []uint64{1, 1, 3, 4, 2, 2, 2}, []uint64{1, 1, 1, 1, 3, 3, 5})
+	want := []string{"claimed", "busy", "claimed", "duplicate", "fenced", "duplicate", "claimed"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("answers %v, want %v", got, want)
+	}
+	if n := rdb.Exists(ctx, s.dedupKey("n2")).Val(); n != 0 {
+		t.Error("the fenced claim wrote its dedup key")
+	}
+	for target, want := range map[uint64]int64{1: 1, 2: 1, 3: 1} {
+		if n, err := fence.Inflight(ctx, rdb, p, target); err != nil || n != want {
+			t.Errorf("target %d: %d in flight (%v), want %d", target, n, err, want)
+		}
+	}
+
+	// Target 8's fence key holds a hash: its new claim fails, its done
+	// notification is still a duplicate, and the other claims of the call
+	// are judged by their own fences.
+	if err := rdb.HSet(ctx, fence.Key(p, 8), "a", "b").Err(); err != nil {
+		t.Fatal(err)
+	}
+	got = call([][3]string{{"n8", "r8", "a"}, {"done7", "r8", "a"}, {"n9", "r9", "a"}, {"n10", "r9", "a"}},
+		[]uint64{8, 8, 2, 11}, []uint64{1, 1, 1, 1})
+	want = []string{"error", "duplicate", "fenced", "claimed"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("with a fence key of the wrong type: answers %v, want %v", got, want)
+	}
+	for _, id := range []string{"n8", "n9"} {
+		if n := rdb.Exists(ctx, s.dedupKey(id)).Val(); n != 0 {
+			t.Errorf("claim %s wrote its dedup key", id)
+		}
+	}
+}
