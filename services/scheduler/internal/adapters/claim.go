@@ -25,12 +25,12 @@ func (s *MySQLStore) ClaimDue(ctx context.Context, now time.Time, limit int, pla
 	return c.Finish(ctx)
 }
 
-// NextDue returns the earliest entry of the due queue (target_due), or
-// ok false when the queue is empty. It is one read of the queue's first
-// key; the scheduler calls it after each scan to wake at the next due
-// time rather than at its next tick.
-func (s *MySQLStore) NextDue(ctx context.Context) (at time.Time, ok bool, err error) {
-	err = s.db.QueryRowContext(ctx, `SELECT next_run_at FROM target_due ORDER BY next_run_at, target_id LIMIT 1`).Scan(&at)
+// NextDue returns the due time of the due queue's (target_due's) first
+// entry due after the instant after, or ok false when there is none. It
+// is one read of the queue's key; the scheduler calls it after each scan
+// to wake at the next due time rather than at its next tick.
+func (s *MySQLStore) NextDue(ctx context.Context, after time.Time) (at time.Time, ok bool, err error) {
+	err = s.db.QueryRowContext(ctx, `SELECT next_run_at FROM target_due WHERE next_run_at > ? ORDER BY next_run_at, target_id LIMIT 1`, after).Scan(&at)
 	if errors.Is(err, sql.ErrNoRows) {
 		return time.Time{}, false, nil
 	}

@@ -19,9 +19,9 @@ type ClaimStore interface {
 	// BeginClaim selects and advances up to limit due targets in a new
 	// transaction and returns it open, or nil when nothing is due.
 	BeginClaim(ctx context.Context, now time.Time, limit int, planner domain.Planner, from domain.ClaimCursor) (ClaimTx, error)
-	// NextDue returns the due time of the due queue's first entry; ok is
-	// false when the queue is empty.
-	NextDue(ctx context.Context) (at time.Time, ok bool, err error)
+	// NextDue returns the due time of the due queue's first entry due
+	// after the instant after; ok is false when there is none.
+	NextDue(ctx context.Context, after time.Time) (at time.Time, ok bool, err error)
 }
 
 // ClaimTx is a claim transaction after its first step (targets selected
@@ -164,15 +164,18 @@ func (s *Scheduler) Run(ctx context.Context) error {
 // (the batches in progress, at most two, still commit) or the lease was
 // lost (they roll back).
 //
-// After a complete scan Tick reads the head of the due queue: when the
-// next entry falls due before the next tick could come (within Tick from
-// now), Tick waits for that instant under the lease and scans again, so a
-// target is claimed at its due time rather than up to a tick after it.
-// It returns when the queue holds nothing due that soon, when an entry the
-// scan left (one another transaction locks) heads the queue (the next tick
-// retries it), when the clock has not reached the awaited instant after
-// the wait (a clock that does not follow real time), or when ctx or the
-// lease ends; every claim it began has then committed or rolled back.
+// After a complete scan Tick reads the due queue's first entry due after
+// the scan's "now": when it falls due before the next tick could come
+// (within Tick from now), Tick wakes the relay, waits for that instant
+// under the lease and scans again, so a target is claimed at its due time
+// rather than up to a tick after it. Scans of one Tick begin at least
+// minScanGap apart, so due times spread over a second are claimed in a
+// few batches rather than one scan each. Entries a scan skipped (another
+// transaction locks them) are left to a later scan. Tick returns when
+// nothing falls due within a tick, when the clock has not reached the
+// awaited instant after the wait (a clock that does not follow real
+// time), or when ctx or the lease ends; every claim it began has then
+// committed or rolled back.
 //
 // Tick is what the cron job calls; tests call it directly. Calls must not
 // overlap.
@@ -191,11 +194,20 @@ func (s *Scheduler) Tick(ctx context.Context) {
 			return
 		}
 		next, ok := s.nextWake(lease, now)
-		if !ok || !s.sleepUntil(ctx, lease, next) {
+		if !ok {
+			return
+		}
+		s.Wake() // the relay's retries and housekeeping do not wait for the last scan
+		if !s.sleepUntil(ctx, lease, next) {
 			return
 		}
 	}
 }
+
+// minScanGap is the least time between the starts of two scans of one
+// Tick: a target due within it of the previous scan's start waits for
+// the next scan, at most this long.
+const minScanGap = 50 * time.Millisecond
 
 // scan claims the targets due at now, batch after batch, and reports
 // whether it ran to its end: false after a failed claim or when ctx or the
@@ -267,35 +279,55 @@ func (s *Scheduler) scan(ctx, lease context.Context, now time.Time) (complete bo
 	return false
 }
 
-// nextWake returns the due time of the queue's first entry when a scan at
-// scanNow should follow at that instant: the entry falls due after
-// scanNow (an entry at or before it is one the scan skipped, left to the
-// next tick) and less than a tick from now.
+// nextWake returns when the scan after the one that began at scanNow
+// should begin: at the due time of the queue's first entry due after
+// scanNow, or minScanGap after scanNow if that is later; ok is false when
+// that is a tick or more from now (the next tick comes first) or nothing
+// is due after scanNow.
 func (s *Scheduler) nextWake(lease context.Context, scanNow time.Time) (time.Time, bool) {
-	at, ok, err := s.claims.NextDue(lease)
+	at, ok, err := s.claims.NextDue(lease, scanNow)
 	if err != nil {
 		if lease.Err() == nil {
 			s.log.Warn("read the next due time; the next tick scans", "err", err)
 		}
 		return time.Time{}, false
 	}
-	if !ok || !at.After(scanNow) || at.Sub(s.now()) >= s.opts.Tick {
+	if !ok {
+		return time.Time{}, false
+	}
+	at = later(at, scanNow.Add(minScanGap))
+	if at.Sub(s.now()) >= s.opts.Tick {
 		return time.Time{}, false
 	}
 	return at, true
 }
 
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
 // sleepUntil waits until the clock reaches at; false when ctx or the lease
-// ended first, or when the clock is still before at after the wait.
+// ended first, or when the clock is still before at after three waits
+// (the timer runs on the monotonic clock and at is a wall-clock time, so
+// a wall clock slewed a little behind gets another short wait; a clock
+// that does not follow real time gets no further).
 func (s *Scheduler) sleepUntil(ctx, lease context.Context, at time.Time) bool {
-	if d := at.Sub(s.now()); d > 0 {
+	for range 3 {
+		d := at.Sub(s.now())
+		if d <= 0 {
+			return true
+		}
 		t := time.NewTimer(d)
-		defer t.Stop()
 		select {
 		case <-t.C:
 		case <-ctx.Done():
+			t.Stop()
 			return false
 		case <-lease.Done():
+			t.Stop()
 			return false
 		}
 	}

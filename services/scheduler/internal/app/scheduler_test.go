@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/notiflow/notiflow/lib/kafkax"
 	"github.com/notiflow/notiflow/lib/testkit"
 	"github.com/notiflow/notiflow/services/scheduler/internal/app"
@@ -398,6 +400,17 @@ func TestRunningSchedulerSettlesOneShots(t *testing.T) {
 	})
 }
 
+// scans is how many scans in has made (samples of its scan-duration
+// histogram).
+func scans(t *testing.T, in *instance) uint64 {
+	t.Helper()
+	var m dto.Metric
+	if err := in.metrics.ScanDuration.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetHistogram().GetSampleCount()
+}
+
 // TestTickWakesAtTheNextDueTime: targets falling due less than a tick
 // after a scan are claimed by that tick at their due time, not by a later
 // tick; targets due later than a tick away are left to the ticks.
@@ -407,14 +420,16 @@ func TestTickWakesAtTheNextDueTime(t *testing.T) {
 	in := e.instance(t, instanceOpts{tick: time.Minute})
 	ctx := context.Background()
 
-	later := time.Now().Add(2 * time.Minute)
-	createDue(t, in.store, 5, 5, later, "")
-	due := time.Now().Add(700 * time.Millisecond)
+	createDue(t, in.store, 5, 5, time.Now().Add(2*time.Minute), "")
+	due := time.Now().Add(1500 * time.Millisecond)
 	createDue(t, in.store, 10, 10, due, "")
 	in.sched.Tick(ctx)
 	returned := time.Now()
 	if got := value(in.metrics.Claimed); got != 10 {
-		t.Fatalf("one tick claimed %v targets; want the 10 due %s after it began", got, 700*time.Millisecond)
+		t.Fatalf("one tick claimed %v targets; want the 10 due %s after it began", got, 1500*time.Millisecond)
+	}
+	if n := scans(t, in); n != 2 {
+		t.Fatalf("%d scans; want 2: one before the due time (nothing due) and one at it", n)
 	}
 	if returned.Before(due) {
 		t.Fatalf("the tick returned at %s, before the targets' due time %s", returned, due)
@@ -425,22 +440,50 @@ func TestTickWakesAtTheNextDueTime(t *testing.T) {
 	}
 }
 
+// TestTickSpacesItsScans: due times spread over 400 ms are claimed by one
+// tick in scans at least minScanGap apart, not in a scan each.
+func TestTickSpacesItsScans(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1)
+	in := e.instance(t, instanceOpts{tick: time.Minute})
+	first := time.Now().Add(time.Second)
+	for i := range 40 {
+		createDue(t, in.store, 1, 1, first.Add(time.Duration(i)*10*time.Millisecond), "")
+	}
+	in.sched.Tick(context.Background())
+	if got := value(in.metrics.Claimed); got != 40 {
+		t.Fatalf("one tick claimed %v targets; want the 40 due within a tick", got)
+	}
+	// One scan before the first due time, then about one every 50 ms over
+	// the 400 ms: 10, and a few more when the machine is slow to wake.
+	if n := scans(t, in); n > 13 {
+		t.Fatalf("%d scans for 40 due times over 400 ms; want at most 13", n)
+	}
+}
+
 // TestTickLeavesLockedDueEntries: a due entry the scan skips (another
-// transaction locks it) heads the queue after the scan; the tick returns
-// and leaves it to the next tick instead of scanning again and again.
+// transaction locks it) is left to a later tick, which claims it once it
+// is free, while the tick still wakes for an entry falling due within a
+// tick; it does not scan again and again for the locked one.
 func TestTickLeavesLockedDueEntries(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 1)
 	in := e.instance(t, instanceOpts{tick: time.Minute})
 	ids := createDue(t, in.store, 1, 1, time.Now().Add(-time.Second), "")
+	createDue(t, in.store, 1, 1, time.Now().Add(time.Second), "")
 
+	var at time.Time
+	if err := in.store.DB().QueryRow(`SELECT next_run_at FROM target_due WHERE target_id = ?`, ids[0]).Scan(&at); err != nil {
+		t.Fatal(err)
+	}
 	tx, err := in.store.DB().Begin()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	var at time.Time
-	if err := tx.QueryRow(`SELECT next_run_at FROM target_due WHERE target_id = ? FOR UPDATE`, ids[0]).Scan(&at); err != nil {
+	// By its whole key, so that only this entry is locked.
+	var one int
+	if err := tx.QueryRow(`SELECT 1 FROM target_due WHERE next_run_at = ? AND target_id = ? FOR UPDATE`, at, ids[0]).Scan(&one); err != nil {
 		t.Fatalf("lock the due entry: %v", err)
 	}
 	returned := make(chan struct{})
@@ -451,16 +494,16 @@ func TestTickLeavesLockedDueEntries(t *testing.T) {
 	select {
 	case <-returned:
 	case <-time.After(20 * time.Second):
-		t.Fatal("the tick did not return while a due entry it cannot claim heads the queue")
+		t.Fatal("the tick did not return while a due entry it cannot claim is in the queue")
 	}
-	if got := value(in.metrics.Claimed); got != 0 {
-		t.Fatalf("claimed %v targets; the only due entry is locked", got)
+	if got := value(in.metrics.Claimed); got != 1 {
+		t.Fatalf("claimed %v targets; want the one falling due a second later, not the locked one", got)
 	}
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}
 	in.sched.Tick(context.Background())
-	if got := value(in.metrics.Claimed); got != 1 {
-		t.Fatalf("the next tick claimed %v targets; want the entry, unlocked now", got)
+	if got := value(in.metrics.Claimed); got != 2 {
+		t.Fatalf("the next tick brought the targets claimed to %v; want 2, the locked entry claimed once free", got)
 	}
 }
