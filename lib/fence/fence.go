@@ -73,15 +73,15 @@ const (
 // (the fence stops version), fence_now() (Redis's clock, ms) and
 // fence_register(ikey, member, ttl, now) (fence_enter at now, ttl a
 // number), so that the marker and the clock are read once per script.
-// fence_values(fkeys) reads the fences of a list of keys (at most a few
-// thousand: they are unpacked onto Lua's stack) in two calls: their
-// values, nil where a target has no fence, or false when a key holds
-// something other than a fence (then each is read with fence_above,
-// which fails on it); fence_stops(value, version) judges one of those
-// values as fence_above does.
-// Like fence_enter, fence_register may only follow, in the same run, a
-// fence_synced that answered true and a fence_above of that record that
-// answered false.
+// fence_values(fkeys) reads the fences of a list of keys (at least one,
+// at most a few thousand: they are unpacked onto Lua's stack) in two
+// calls: their values, false where a target has no fence, or false
+// instead of the list when a key holds something other than a fence
+// (then each is read with fence_above, which fails on it);
+// fence_stops(value, version) judges one of those values as fence_above
+// does. Like fence_enter, fence_register may only follow, in the same
+// run, a fence_synced that answered true and a fence_above of that record
+// (or a fence_stops of its value from fence_values) that answered false.
 const CheckLua = `
 local function fence_synced(skey) return redis.call('EXISTS', skey) == 1 end
 local function fence_stops(value, version)

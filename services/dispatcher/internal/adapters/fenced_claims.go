@@ -67,7 +67,7 @@ local function claim(i)
   if not ok then -- a fence that cannot be read: the dedup key still answers first
     local v = redis.call('GET', dkey)
     if v and v ~= marker then return v end
-    error(s)
+    error(s, 0)
   end
   local taken = false
   if not s and limit <= 0 then

@@ -345,18 +345,26 @@ func TestFencedClaimsWithoutRateLimit(t *testing.T) {
 		}
 		return out
 	}
+	if err := rdb.HSet(ctx, s.dedupKey("bad1"), "a", "b").Err(); err != nil {
+		t.Fatal(err)
+	}
 	got := call([][3]string{
 		{"n1", "r1", "a"}, {"n1", "r1", "b"}, {"own1", "r1", "own"}, {"done1", "r1", "a"},
-		{"n2", "r2", "a"}, {"done7", "r2", "a"}, {"n3", "r3", "a"},
-	}, []uint64{1, 1, 3, 4, 2, 2, 2}, []uint64{1, 1, 1, 1, 3, 3, 5})
-	want := []string{"claimed", "busy", "claimed", "duplicate", "fenced", "duplicate", "claimed"}
+		{"n2", "r2", "a"}, {"done7", "r2", "a"}, {"n3", "r3", "a"}, {"bad1", "r3", "a"},
+	}, []uint64{1, 1, 3, 4, 2, 2, 2, 5}, []uint64{1, 1, 1, 1, 3, 3, 5, 1})
+	want := []string{"claimed", "busy", "claimed", "duplicate", "fenced", "duplicate", "claimed", "error"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("answers %v, want %v", got, want)
 	}
 	if n := rdb.Exists(ctx, s.dedupKey("n2")).Val(); n != 0 {
 		t.Error("the fenced claim wrote its dedup key")
 	}
-	for target, want := range map[uint64]int64{1: 1, 2: 1, 3: 1} {
+	// A claim taken with SET NX lives for the in-flight TTL, as one taken
+	// with SET does.
+	if ttl := rdb.PTTL(ctx, s.dedupKey("n1")).Val(); ttl <= 0 || ttl > s.opt.InflightTTL {
+		t.Errorf("claim n1 expires in %s; want within the in-flight TTL %s", ttl, s.opt.InflightTTL)
+	}
+	for target, want := range map[uint64]int64{1: 1, 2: 1, 3: 1, 5: 0} {
 		if n, err := fence.Inflight(ctx, rdb, p, target); err != nil || n != want {
 			t.Errorf("target %d: %d in flight (%v), want %d", target, n, err, want)
 		}
