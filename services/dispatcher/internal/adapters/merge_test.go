@@ -155,40 +155,6 @@ func TestFencedClaimsInOneCall(t *testing.T) {
 	if err := rdb.HSet(ctx, s.dedupKey("bad1"), "a", "b").Err(); err != nil {
 		t.Fatal(err)
 	}
-	type give struct {
-		id, recipient, token string
-		ref                  domain.FenceRef
-	}
-	one := func(id, recipient, token string, target, version uint64) give {
-		return give{id, recipient, token, domain.FenceRef{TargetID: target, Version: version}}
-	}
-	run := func(gives []give) []*fencedClaim {
-		t.Helper()
-		parts := make([]any, len(gives))
-		claims := make([]*fencedClaim, len(gives))
-		for i, g := range gives {
-			claims[i], _ = s.fencedClaim(g.id, g.recipient, g.token, g.ref, now)
-			parts[i] = claims[i]
-		}
-		cmd := s.claims.Merge(ctx, parts)
-		_ = rdb.Process(ctx, cmd)
-		s.claims.Answer(cmd, parts)
-		return claims
-	}
-	state := func(c *fencedClaim) string {
-		switch {
-		case c.err != nil:
-			return "error"
-		case c.answer == fence.Fenced || c.answer == fence.Unsynced:
-			return c.answer
-		}
-		cl, err := s.claimAnswer("x", c.answer, time.Time{})
-		if err != nil {
-			return "bad answer " + c.answer
-		}
-		return [...]string{domain.Claimed: "claimed", domain.Busy: "busy", domain.Duplicate: "duplicate",
-			domain.RateLimited: "rate_limited", domain.Deferred: "deferred"}[cl.State]
-	}
 	// n6 is already ours (a retry of a claim that was answered too late):
 	// claimed again, registered, not counted again.
 	if c, err := s.ClaimFenced(ctx, "n6", "r7", "own", domain.FenceRef{TargetID: 6, Version: 1}, now); err != nil || c.State != domain.Claimed {
@@ -197,20 +163,20 @@ func TestFencedClaimsInOneCall(t *testing.T) {
 	if err := s.ExitSend(ctx, 6, "own"); err != nil {
 		t.Fatal(err)
 	}
-	claims := run([]give{
-		one("n1", "r1", "a", 1, 1),
-		one("n1", "r1", "b", 1, 1),
-		one("bad1", "r3", "a", 4, 1),
-		one("n2", "r1", "a", 1, 1),
-		one("n3", "r2", "a", 2, 3),
-		one("done1", "r4", "a", 5, 1),
-		one("busy1", "r9", "c", 9, 1),
-		one("n4", "r5", "a", 3, 1),
-		one("n6", "r7", "own", 6, 1),
+	claims := runMerged(t, s, rdb, now, []mergedClaim{
+		claimOf("n1", "r1", "a", 1, 1),
+		claimOf("n1", "r1", "b", 1, 1),
+		claimOf("bad1", "r3", "a", 4, 1),
+		claimOf("n2", "r1", "a", 1, 1),
+		claimOf("n3", "r2", "a", 2, 3),
+		claimOf("done1", "r4", "a", 5, 1),
+		claimOf("busy1", "r9", "c", 9, 1),
+		claimOf("n4", "r5", "a", 3, 1),
+		claimOf("n6", "r7", "own", 6, 1),
 	})
 	want := []string{"claimed", "busy", "error", "rate_limited", "fenced", "duplicate", "busy", "claimed", "claimed"}
 	for i, c := range claims {
-		if got := state(c); got != want[i] {
+		if got := claimState(s, c); got != want[i] {
 			t.Errorf("claim %d: %s (answer %q, err %v), want %s", i, got, c.answer, c.err, want[i])
 		}
 	}
@@ -233,8 +199,8 @@ func TestFencedClaimsInOneCall(t *testing.T) {
 	if err := rdb.Del(ctx, fence.SyncedKey(p)).Err(); err != nil {
 		t.Fatal(err)
 	}
-	claims = run([]give{one("done1", "r4", "a", 5, 1), one("n5", "r6", "a", 6, 1)})
-	if a, b := state(claims[0]), state(claims[1]); a != "duplicate" || b != fence.Unsynced {
+	claims = runMerged(t, s, rdb, now, []mergedClaim{claimOf("done1", "r4", "a", 5, 1), claimOf("n5", "r6", "a", 6, 1)})
+	if a, b := claimState(s, claims[0]), claimState(s, claims[1]); a != "duplicate" || b != fence.Unsynced {
 		t.Fatalf("without the marker: %s and %s, want duplicate and unsynced", a, b)
 	}
 	if n := rdb.Exists(ctx, s.dedupKey("n5")).Val(); n != 0 {
@@ -315,45 +281,21 @@ func TestFencedClaimsWithoutRateLimit(t *testing.T) {
 	if c, err := s.ClaimFenced(ctx, "own1", "r1", "own", domain.FenceRef{TargetID: 3, Version: 1}, now); err != nil || c.State != domain.Claimed {
 		t.Fatalf("claim own1: %+v, %v", c, err)
 	}
-	call := func(gives [][3]string, targets []uint64, versions []uint64) []string {
+	call := func(claims ...mergedClaim) string {
 		t.Helper()
-		parts := make([]any, len(gives))
-		for i, g := range gives {
-			c, _ := s.fencedClaim(g[0], g[1], g[2], domain.FenceRef{TargetID: targets[i], Version: versions[i]}, now)
-			parts[i] = c
+		var out []string
+		for _, c := range runMerged(t, s, rdb, now, claims) {
+			out = append(out, claimState(s, c))
 		}
-		cmd := s.claims.Merge(ctx, parts)
-		if err := s.reloadingScript(ctx, fencedClaimsScript, func() error { return rdb.Process(ctx, cmd) }); err != nil {
-			t.Fatal(err)
-		}
-		s.claims.Answer(cmd, parts)
-		out := make([]string, len(parts))
-		for i, part := range parts {
-			c := part.(*fencedClaim)
-			switch {
-			case c.err != nil:
-				out[i] = "error"
-			case c.answer == fence.Fenced || c.answer == fence.Unsynced:
-				out[i] = c.answer
-			default:
-				cl, err := s.claimAnswer("x", c.answer, time.Time{})
-				if err != nil {
-					t.Fatalf("claim %d: %v", i, err)
-				}
-				out[i] = [...]string{domain.Claimed: "claimed", domain.Busy: "busy", domain.Duplicate: "duplicate"}[cl.State]
-			}
-		}
-		return out
+		return fmt.Sprint(out)
 	}
 	if err := rdb.HSet(ctx, s.dedupKey("bad1"), "a", "b").Err(); err != nil {
 		t.Fatal(err)
 	}
-	got := call([][3]string{
-		{"n1", "r1", "a"}, {"n1", "r1", "b"}, {"own1", "r1", "own"}, {"done1", "r1", "a"},
-		{"n2", "r2", "a"}, {"done7", "r2", "a"}, {"n3", "r3", "a"}, {"bad1", "r3", "a"},
-	}, []uint64{1, 1, 3, 4, 2, 2, 2, 5}, []uint64{1, 1, 1, 1, 3, 3, 5, 1})
-	want := []string{"claimed", "busy", "claimed", "duplicate", "fenced", "duplicate", "claimed", "error"}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
+	got := call(claimOf("n1", "r1", "a", 1, 1), claimOf("n1", "r1", "b", 1, 1), claimOf("own1", "r1", "own", 3, 1),
+		claimOf("done1", "r1", "a", 4, 1), claimOf("n2", "r2", "a", 2, 3), claimOf("done7", "r2", "a", 2, 3),
+		claimOf("n3", "r3", "a", 2, 5), claimOf("bad1", "r3", "a", 5, 1))
+	if want := fmt.Sprint([]string{"claimed", "busy", "claimed", "duplicate", "fenced", "duplicate", "claimed", "error"}); got != want {
 		t.Fatalf("answers %v, want %v", got, want)
 	}
 	if n := rdb.Exists(ctx, s.dedupKey("n2")).Val(); n != 0 {
@@ -376,10 +318,9 @@ func TestFencedClaimsWithoutRateLimit(t *testing.T) {
 	if err := rdb.HSet(ctx, fence.Key(p, 8), "a", "b").Err(); err != nil {
 		t.Fatal(err)
 	}
-	got = call([][3]string{{"n8", "r8", "a"}, {"done7", "r8", "a"}, {"n9", "r9", "a"}, {"n10", "r9", "a"}},
-		[]uint64{8, 8, 2, 11}, []uint64{1, 1, 1, 1})
-	want = []string{"error", "duplicate", "fenced", "claimed"}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
+	got = call(claimOf("n8", "r8", "a", 8, 1), claimOf("done7", "r8", "a", 8, 1), claimOf("n9", "r9", "a", 2, 1),
+		claimOf("n10", "r9", "a", 11, 1))
+	if want := fmt.Sprint([]string{"error", "duplicate", "fenced", "claimed"}); got != want {
 		t.Fatalf("with a fence key of the wrong type: answers %v, want %v", got, want)
 	}
 	for _, id := range []string{"n8", "n9"} {
@@ -387,4 +328,50 @@ func TestFencedClaimsWithoutRateLimit(t *testing.T) {
 			t.Errorf("claim %s wrote its dedup key", id)
 		}
 	}
+}
+
+// mergedClaim is one claim of a merged script call in a test.
+type mergedClaim struct {
+	id, recipient, token string
+	ref                  domain.FenceRef
+}
+
+func claimOf(id, recipient, token string, target, version uint64) mergedClaim {
+	return mergedClaim{id, recipient, token, domain.FenceRef{TargetID: target, Version: version}}
+}
+
+// runMerged sends claims as one call of fencedClaimsScript (loading the
+// script when Redis lacks it) and returns each claim with its answer.
+func runMerged(t *testing.T, s *Store, rdb *redis.Client, now time.Time, claims []mergedClaim) []*fencedClaim {
+	t.Helper()
+	ctx := context.Background()
+	parts := make([]any, len(claims))
+	out := make([]*fencedClaim, len(claims))
+	for i, c := range claims {
+		out[i], _ = s.fencedClaim(c.id, c.recipient, c.token, c.ref, now)
+		parts[i] = out[i]
+	}
+	cmd := s.claims.Merge(ctx, parts)
+	if err := s.reloadingScript(ctx, fencedClaimsScript, func() error { return rdb.Process(ctx, cmd) }); err != nil {
+		t.Fatal(err)
+	}
+	s.claims.Answer(cmd, parts)
+	return out
+}
+
+// claimState names c's answer: claimed, busy, duplicate, rate_limited,
+// deferred, fenced, unsynced, or error when the claim failed.
+func claimState(s *Store, c *fencedClaim) string {
+	switch {
+	case c.err != nil:
+		return "error"
+	case c.answer == fence.Fenced || c.answer == fence.Unsynced:
+		return c.answer
+	}
+	cl, err := s.claimAnswer("x", c.answer, time.Time{})
+	if err != nil {
+		return "bad answer " + c.answer
+	}
+	return [...]string{domain.Claimed: "claimed", domain.Busy: "busy", domain.Duplicate: "duplicate",
+		domain.RateLimited: "rate_limited", domain.Deferred: "deferred"}[cl.State]
 }
