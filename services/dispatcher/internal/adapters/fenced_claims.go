@@ -64,18 +64,10 @@ end
 local function claim(i)
   local dkey, marker = KEYS[2 + 4 * i], ARGV[7 + 2 * i]
   local ok, s = pcall(stop, i)
-  if not ok then -- a fence that cannot be read: the dedup key still answers first
+  if not (ok and not s and limit <= 0 and redis.call('SET', dkey, marker, 'NX', 'PX', ARGV[1])) then
     local v = redis.call('GET', dkey)
-    if v and v ~= marker then return v end
-    error(s, 0)
-  end
-  local taken = false
-  if not s and limit <= 0 then
-    taken = redis.call('SET', dkey, marker, 'NX', 'PX', ARGV[1])
-  end
-  if not taken then
-    local v = redis.call('GET', dkey)
-    if v and v ~= marker then return v end
+    if v and v ~= marker then return v end -- the dedup key answers first, even before a fence that cannot be read
+    if not ok then error(s, 0) end
     if s then return s end
     if not v then
       local r = claim_new(dkey, KEYS[3 + 4 * i], marker, ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6])
