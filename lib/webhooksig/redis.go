@@ -156,12 +156,37 @@ func LoadCmd(ctx context.Context, prefix string, targetID uint64) *redis.MapStri
 // RecordOf returns the Record in m, the reply of LoadCmd; ok is false when
 // Redis had none.
 func RecordOf(m map[string]string) (rec Record, ok bool) {
-	if m["cur"] == "" {
+	rec, ok = recordOf(m["cur"], m["prev"], m["until"])
+	if ok {
+		rec.Version, _ = strconv.ParseInt(m["v"], 10, 64)
+	}
+	return rec, ok
+}
+
+// SigningCmd reads what signing with target's Record needs, without its
+// Version: a cheaper command for Redis and its caller than LoadCmd, for a
+// caller that sends it itself; SigningRecordOf reads its reply.
+func SigningCmd(ctx context.Context, prefix string, targetID uint64) *redis.SliceCmd {
+	return redis.NewSliceCmd(ctx, "hmget", RedisKey(prefix, targetID), "cur", "prev", "until")
+}
+
+// SigningRecordOf returns the Record (Version 0) in vals, the reply of
+// SigningCmd; ok is false when Redis had none.
+func SigningRecordOf(vals []any) (rec Record, ok bool) {
+	var f [3]string
+	for i := range min(len(vals), len(f)) {
+		f[i], _ = vals[i].(string)
+	}
+	return recordOf(f[0], f[1], f[2])
+}
+
+// recordOf is the Record of the fields cur, prev and until (Version 0).
+func recordOf(cur, prev, until string) (rec Record, ok bool) {
+	if cur == "" {
 		return Record{}, false
 	}
-	rec.Current, rec.Previous = m["cur"], m["prev"]
-	rec.Version, _ = strconv.ParseInt(m["v"], 10, 64)
-	if ms, _ := strconv.ParseInt(m["until"], 10, 64); ms > 0 {
+	rec.Current, rec.Previous = cur, prev
+	if ms, _ := strconv.ParseInt(until, 10, 64); ms > 0 {
 		rec.PreviousUntil = time.UnixMilli(ms)
 	}
 	return rec, true

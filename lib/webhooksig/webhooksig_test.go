@@ -109,3 +109,33 @@ func TestStoreNewerWritesOnlyRecordsBehind(t *testing.T) {
 		t.Errorf("StoreNewer of nothing = %d, %v", n, err)
 	}
 }
+
+// SigningCmd reads what Store wrote, but the version: a record with a
+// grace period, one without, and none.
+func TestSigningCmdReadsStoredRecord(t *testing.T) {
+	t.Parallel()
+	rdb, prefix := testkit.Redis(t)
+	ctx := context.Background()
+	until := time.UnixMilli(time.Now().Add(time.Hour).UnixMilli())
+	recs := map[uint64]webhooksig.Record{
+		1: {Version: 2, Current: "whsec_b", Previous: "whsec_a", PreviousUntil: until},
+		2: {Version: 1, Current: "whsec_c"},
+	}
+	for id, rec := range recs {
+		if err := webhooksig.Store(ctx, rdb, prefix, id, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for id := uint64(1); id <= 3; id++ {
+		cmd := webhooksig.SigningCmd(ctx, prefix, id)
+		if err := rdb.Process(ctx, cmd); err != nil {
+			t.Fatal(err)
+		}
+		got, ok := webhooksig.SigningRecordOf(cmd.Val())
+		want, wantOK := recs[id]
+		want.Version = 0
+		if ok != wantOK || got.Current != want.Current || got.Previous != want.Previous || !got.PreviousUntil.Equal(want.PreviousUntil) || got.Version != 0 {
+			t.Errorf("target %d: %+v ok=%v, want %+v ok=%v", id, got, ok, want, wantOK)
+		}
+	}
+}

@@ -24,7 +24,8 @@ var ErrBatcherClosed = errors.New("redis batcher stopped")
 // Requests of one kind can also be merged (DoMerged): the flusher turns
 // the merged requests it gathered into one command per mergeMax of them
 // (one script call that claims many notifications), which saves Redis the
-// work of a command per request.
+// work of a command per request, plus any commands some of them need
+// beside it.
 //
 // Do and DoMerged are safe for concurrent use. Run the batcher with Run;
 // both fail with ErrBatcherClosed after Run returned.
@@ -48,18 +49,20 @@ type call struct {
 
 // A Merger sends requests of one kind as one command: the flusher hands it
 // the parts (requests) of a pipeline, at most mergeMax at a time, and
-// sends the command Merge builds; once that command's reply is in (or it
-// failed) it calls Answer with the same parts, which gives each part its
-// outcome. Mergers are compared with ==: use one pointer per kind and
-// configuration. Merge and Answer run on the flusher goroutines (at once
-// on several when the batcher has several pipelines) and hold up every
-// caller of their pipeline: they must not block.
+// sends the commands Merge builds, in their order; once their replies are
+// in (or they failed) it calls Answer with the same parts, which gives
+// each part its outcome. Mergers are compared with ==: use one pointer
+// per kind and configuration. Merge and Answer run on the flusher
+// goroutines (at once on several when the batcher has several pipelines)
+// and hold up every caller of their pipeline: they must not block.
 type Merger interface {
-	// Merge returns the command that carries parts (at least one).
-	Merge(ctx context.Context, parts []any) redis.Cmder
-	// Answer gives each of parts its outcome from cmd, the command Merge
+	// Merge returns the commands that carry parts (at least one part): the
+	// merged command first, then any that some of the parts need beside
+	// it.
+	Merge(ctx context.Context, parts []any) []redis.Cmder
+	// Answer gives each of parts its outcome from cmds, the commands Merge
 	// returned for them.
-	Answer(cmd redis.Cmder, parts []any)
+	Answer(cmds []redis.Cmder, parts []any)
 }
 
 // mergeMax bounds the parts of one merged command, so that one command
@@ -75,7 +78,8 @@ type merged struct {
 // NewBatcher returns a batcher over rdb gathering at most maxCmds commands
 // and merged parts per pipeline with up to pipelines pipelines in flight,
 // each bounded by timeout. size observes the commands each pipeline sends,
-// a merged command counting as one (nil: not observed).
+// a merged command counting as one, and the commands beside it each as one
+// (nil: not observed).
 func NewBatcher(rdb redis.UniversalClient, maxCmds, pipelines int, timeout time.Duration, size prometheus.Observer) *Batcher {
 	b := &Batcher{
 		rdb: rdb, in: make(chan *call, maxCmds*pipelines), stopped: make(chan struct{}),
@@ -251,24 +255,28 @@ func (b *Batcher) send(cmds []redis.Cmder, groups []merged) {
 	type chunk struct {
 		m     Merger
 		parts []any
-		cmd   redis.Cmder
+		cmds  []redis.Cmder
 	}
 	var chunks []chunk
+	sent := len(cmds)
 	for _, g := range groups {
 		for p := g.parts; len(p) > 0; {
 			k := min(len(p), mergeMax)
-			c := chunk{m: g.m, parts: p[:k], cmd: g.m.Merge(ctx, p[:k])}
-			_ = pipe.Process(ctx, c.cmd)
+			c := chunk{m: g.m, parts: p[:k], cmds: g.m.Merge(ctx, p[:k])}
+			for _, cmd := range c.cmds {
+				_ = pipe.Process(ctx, cmd)
+			}
+			sent += len(c.cmds)
 			chunks = append(chunks, c)
 			p = p[k:]
 		}
 	}
 	if b.size != nil {
-		b.size.Observe(float64(len(cmds) + len(chunks)))
+		b.size.Observe(float64(sent))
 	}
 	// Errors land on the commands themselves.
 	_, _ = pipe.Exec(ctx)
 	for _, c := range chunks {
-		c.m.Answer(c.cmd, c.parts)
+		c.m.Answer(c.cmds, c.parts)
 	}
 }

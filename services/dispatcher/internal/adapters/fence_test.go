@@ -30,7 +30,7 @@ func TestClaimFenced(t *testing.T) {
 		ref := domain.FenceRef{TargetID: 7, Version: 2}
 		claim := func(id, token string, f domain.FenceRef) domain.ClaimState {
 			t.Helper()
-			c, err := s.ClaimFenced(ctx, id, "rcp", token, f, now)
+			c, err := s.ClaimFenced(ctx, id, "rcp", token, f, false, now)
 			if err != nil {
 				t.Fatalf("ClaimFenced(%s): %v", id, err)
 			}
@@ -121,7 +121,7 @@ func TestInflightExpires(t *testing.T) {
 	if err := fence.MarkSynced(ctx, rdb, s.opt.Prefix); err != nil {
 		t.Fatal(err)
 	}
-	if c, err := s.ClaimFenced(ctx, "n1", "rcp", "t1", domain.FenceRef{TargetID: 9, Version: 1}, time.Now()); err != nil || c.State != domain.Claimed {
+	if c, err := s.ClaimFenced(ctx, "n1", "rcp", "t1", domain.FenceRef{TargetID: 9, Version: 1}, false, time.Now()); err != nil || c.State != domain.Claimed {
 		t.Fatalf("claim: %+v %v", c, err)
 	}
 	testkit.Eventually(t, 5*time.Second, func() error {
@@ -142,7 +142,7 @@ func claimTwoEndOne(t *testing.T, s *Store, rdb *redis.Client, target uint64) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"a", "b"} {
-		if c, err := s.ClaimFenced(ctx, id, "rcp", "t-"+id, domain.FenceRef{TargetID: target, Version: 1}, time.Now()); err != nil || c.State != domain.Claimed {
+		if c, err := s.ClaimFenced(ctx, id, "rcp", "t-"+id, domain.FenceRef{TargetID: target, Version: 1}, false, time.Now()); err != nil || c.State != domain.Claimed {
 			t.Fatalf("claim %s: %+v %v", id, c, err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/notiflow/notiflow/lib/fence"
+	"github.com/notiflow/notiflow/lib/webhooksig"
 	"github.com/notiflow/notiflow/services/dispatcher/internal/domain"
 )
 
@@ -90,16 +91,33 @@ end
 return out
 `)
 
+// SigningCache keeps the targets' webhook signing records for the sends
+// (implemented by *Secrets): a webhook's claim reads the record of a
+// target the cache Wants in the claim's pipeline, and Primes the cache
+// with it.
+type SigningCache interface {
+	// Wants reports whether a record of target read at now would be used.
+	Wants(target uint64, now time.Time) bool
+	// Prime caches target's record (ok false: Redis has none) as read at at.
+	Prime(target uint64, rec webhooksig.Record, ok bool, at time.Time)
+}
+
 // ClaimFenced is Claim with the fence of f's target checked in the same
 // atomic step (see fencedClaimsScript): it may also answer Fenced (never
 // send, record CANCELLED) or Unsynced (the fences' copy is incomplete:
 // claim again later). A Claimed notification is registered as a send in
 // progress of its target until ExitSend (or the in-flight TTL). Concurrent
-// claims share one script call (Batcher.DoMerged).
-func (s *Store) ClaimFenced(ctx context.Context, id, recipient, token string, f domain.FenceRef, now time.Time) (domain.Claim, error) {
+// claims share one script call (Batcher.DoMerged). When signing is set
+// (the record is a webhook, whose send needs its target's signing record
+// next) and the Store's Signing cache Wants that record, the claim's
+// pipeline also reads it, right after the script call, and a Claimed
+// answer primes the cache with it: the send then does not wait for a
+// round trip of its own.
+func (s *Store) ClaimFenced(ctx context.Context, id, recipient, token string, f domain.FenceRef, signing bool, now time.Time) (domain.Claim, error) {
 	c, retryAt := s.fencedClaim(id, recipient, token, f, now)
+	c.signing = signing && s.opt.Signing != nil && s.opt.Signing.Wants(f.TargetID, now)
 	err := s.reloadingScript(ctx, fencedClaimsScript, func() error {
-		c.answer, c.err = "", nil
+		c.answer, c.err, c.recRead = "", nil, false
 		if err := s.b.DoMerged(ctx, s.claims, c); err != nil {
 			return err
 		}
@@ -107,6 +125,9 @@ func (s *Store) ClaimFenced(ctx context.Context, id, recipient, token string, f 
 	})
 	if err != nil {
 		return domain.Claim{}, fmt.Errorf("claim notification %s: %w", id, err)
+	}
+	if c.recRead && c.answer == "claimed" {
+		s.opt.Signing.Prime(f.TargetID, c.rec, c.recOK, now)
 	}
 	switch c.answer {
 	case fence.Fenced:
@@ -122,8 +143,13 @@ func (s *Store) ClaimFenced(ctx context.Context, id, recipient, token string, f 
 type fencedClaim struct {
 	keys            [4]string // dedup key, rate-limit counter, fence, in-flight set
 	marker, version string
+	targetID        uint64
+	signing         bool // read the target's signing record too
 	answer          string
 	err             error
+	// The signing record, when recRead (recOK false: Redis has none).
+	rec            webhooksig.Record
+	recRead, recOK bool
 }
 
 // fencedClaim returns the claim of notification id (see ClaimFenced) and
@@ -134,7 +160,7 @@ func (s *Store) fencedClaim(id, recipient, token string, f domain.FenceRef, now 
 	return &fencedClaim{
 		keys: [4]string{s.dedupKey(id), s.opt.Prefix + "rl:" + recipient + ":" + strconv.FormatInt(n, 10),
 			fence.Key(s.opt.Prefix, f.TargetID), fence.InflightKey(s.opt.Prefix, f.TargetID)},
-		marker: domain.InflightMarker(token), version: strconv.FormatUint(f.Version, 10),
+		marker: domain.InflightMarker(token), version: strconv.FormatUint(f.Version, 10), targetID: f.TargetID,
 	}, time.UnixMilli((n + 1) * window)
 }
 
@@ -144,8 +170,9 @@ type fencedClaims struct{ s *Store }
 
 var _ Merger = (*fencedClaims)(nil)
 
-// Merge returns the script call of parts.
-func (m *fencedClaims) Merge(ctx context.Context, parts []any) redis.Cmder {
+// Merge returns the script call of parts, then the read of the signing
+// record of each part that asks for it.
+func (m *fencedClaims) Merge(ctx context.Context, parts []any) []redis.Cmder {
 	s := m.s
 	a := make([]any, 0, 4+4*len(parts)+6+2*len(parts))
 	a = append(a, "evalsha", fencedClaimsScript.Hash(), 1+4*len(parts), fence.SyncedKey(s.opt.Prefix))
@@ -158,13 +185,30 @@ func (m *fencedClaims) Merge(ctx context.Context, parts []any) redis.Cmder {
 		c := p.(*fencedClaim)
 		a = append(a, c.marker, c.version)
 	}
-	return redis.NewSliceCmd(ctx, a...)
+	cmds := []redis.Cmder{redis.NewSliceCmd(ctx, a...)}
+	for _, p := range parts {
+		if c := p.(*fencedClaim); c.signing {
+			cmds = append(cmds, webhooksig.SigningCmd(ctx, s.opt.Prefix, c.targetID))
+		}
+	}
+	return cmds
 }
 
 // Answer sets each part's answer from the script's array, or the
-// command's error on every part.
-func (m *fencedClaims) Answer(cmd redis.Cmder, parts []any) {
-	vals, err := cmd.(*redis.SliceCmd).Result()
+// command's error on every part, and the signing record of each part
+// that read one (none when the read failed: the send reads it again).
+func (m *fencedClaims) Answer(cmds []redis.Cmder, parts []any) {
+	loads := cmds[1:]
+	for _, p := range parts {
+		if c := p.(*fencedClaim); c.signing && len(loads) > 0 {
+			if vals, err := loads[0].(*redis.SliceCmd).Result(); err == nil {
+				c.rec, c.recOK = webhooksig.SigningRecordOf(vals)
+				c.recRead = true
+			}
+			loads = loads[1:]
+		}
+	}
+	vals, err := cmds[0].(*redis.SliceCmd).Result()
 	if err == nil && len(vals) != len(parts) {
 		err = fmt.Errorf("the claim script answered %d claims of %d", len(vals), len(parts))
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/notiflow/notiflow/lib/fence"
 	"github.com/notiflow/notiflow/lib/testkit"
+	"github.com/notiflow/notiflow/lib/webhooksig"
 	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
 	"github.com/notiflow/notiflow/services/dispatcher/internal/domain"
 )
@@ -33,7 +35,7 @@ type mgetPart struct {
 	err      error
 }
 
-func (m *mgetMerger) Merge(ctx context.Context, parts []any) redis.Cmder {
+func (m *mgetMerger) Merge(ctx context.Context, parts []any) []redis.Cmder {
 	m.once.Do(func() {
 		close(m.entered)
 		<-m.gate
@@ -45,11 +47,11 @@ func (m *mgetMerger) Merge(ctx context.Context, parts []any) redis.Cmder {
 	for _, p := range parts {
 		args = append(args, p.(*mgetPart).key)
 	}
-	return redis.NewSliceCmd(ctx, args...)
+	return []redis.Cmder{redis.NewSliceCmd(ctx, args...)}
 }
 
-func (m *mgetMerger) Answer(cmd redis.Cmder, parts []any) {
-	vals, err := cmd.(*redis.SliceCmd).Result()
+func (m *mgetMerger) Answer(cmds []redis.Cmder, parts []any) {
+	vals, err := cmds[0].(*redis.SliceCmd).Result()
 	for i, p := range parts {
 		mp := p.(*mgetPart)
 		if err != nil {
@@ -149,7 +151,7 @@ func TestFencedClaimsInOneCall(t *testing.T) {
 	if err := s.MarkDone(ctx, "done1", domain.Outcome{Status: notiflowv1.Status_STATUS_DELIVERED, Attempts: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if c, err := s.ClaimFenced(ctx, "busy1", "r9", "other", domain.FenceRef{TargetID: 9, Version: 1}, now); err != nil || c.State != domain.Claimed {
+	if c, err := s.ClaimFenced(ctx, "busy1", "r9", "other", domain.FenceRef{TargetID: 9, Version: 1}, false, now); err != nil || c.State != domain.Claimed {
 		t.Fatalf("claim busy1: %+v, %v", c, err)
 	}
 	if err := rdb.HSet(ctx, s.dedupKey("bad1"), "a", "b").Err(); err != nil {
@@ -157,7 +159,7 @@ func TestFencedClaimsInOneCall(t *testing.T) {
 	}
 	// n6 is already ours (a retry of a claim that was answered too late):
 	// claimed again, registered, not counted again.
-	if c, err := s.ClaimFenced(ctx, "n6", "r7", "own", domain.FenceRef{TargetID: 6, Version: 1}, now); err != nil || c.State != domain.Claimed {
+	if c, err := s.ClaimFenced(ctx, "n6", "r7", "own", domain.FenceRef{TargetID: 6, Version: 1}, false, now); err != nil || c.State != domain.Claimed {
 		t.Fatalf("claim n6: %+v, %v", c, err)
 	}
 	if err := s.ExitSend(ctx, 6, "own"); err != nil {
@@ -278,7 +280,7 @@ func TestFencedClaimsWithoutRateLimit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if c, err := s.ClaimFenced(ctx, "own1", "r1", "own", domain.FenceRef{TargetID: 3, Version: 1}, now); err != nil || c.State != domain.Claimed {
+	if c, err := s.ClaimFenced(ctx, "own1", "r1", "own", domain.FenceRef{TargetID: 3, Version: 1}, false, now); err != nil || c.State != domain.Claimed {
 		t.Fatalf("claim own1: %+v, %v", c, err)
 	}
 	call := func(claims ...mergedClaim) string {
@@ -330,18 +332,29 @@ func TestFencedClaimsWithoutRateLimit(t *testing.T) {
 	}
 }
 
-// mergedClaim is one claim of a merged script call in a test.
+// mergedClaim is one claim of a merged script call in a test; signing
+// reads its target's signing record too.
 type mergedClaim struct {
 	id, recipient, token string
 	ref                  domain.FenceRef
+	signing              bool
 }
 
 func claimOf(id, recipient, token string, target, version uint64) mergedClaim {
-	return mergedClaim{id, recipient, token, domain.FenceRef{TargetID: target, Version: version}}
+	return mergedClaim{id, recipient, token, domain.FenceRef{TargetID: target, Version: version}, false}
+}
+
+// signingClaimOf is claimOf of a webhook whose claim reads its target's
+// signing record.
+func signingClaimOf(id, recipient, token string, target, version uint64) mergedClaim {
+	c := claimOf(id, recipient, token, target, version)
+	c.signing = true
+	return c
 }
 
 // runMerged sends claims as one call of fencedClaimsScript (loading the
-// script when Redis lacks it) and returns each claim with its answer.
+// script when Redis lacks it), with the reads merged beside it, in one
+// pipeline, and returns each claim with its answer.
 func runMerged(t *testing.T, s *Store, rdb *redis.Client, now time.Time, claims []mergedClaim) []*fencedClaim {
 	t.Helper()
 	ctx := context.Background()
@@ -349,13 +362,21 @@ func runMerged(t *testing.T, s *Store, rdb *redis.Client, now time.Time, claims 
 	out := make([]*fencedClaim, len(claims))
 	for i, c := range claims {
 		out[i], _ = s.fencedClaim(c.id, c.recipient, c.token, c.ref, now)
+		out[i].signing = c.signing
 		parts[i] = out[i]
 	}
-	cmd := s.claims.Merge(ctx, parts)
-	if err := s.reloadingScript(ctx, fencedClaimsScript, func() error { return rdb.Process(ctx, cmd) }); err != nil {
+	cmds := s.claims.Merge(ctx, parts)
+	if err := s.reloadingScript(ctx, fencedClaimsScript, func() error {
+		pipe := rdb.Pipeline()
+		for _, cmd := range cmds {
+			_ = pipe.Process(ctx, cmd)
+		}
+		_, _ = pipe.Exec(ctx)
+		return cmds[0].Err()
+	}); err != nil {
 		t.Fatal(err)
 	}
-	s.claims.Answer(cmd, parts)
+	s.claims.Answer(cmds, parts)
 	return out
 }
 
@@ -374,4 +395,171 @@ func claimState(s *Store, c *fencedClaim) string {
 	}
 	return [...]string{domain.Claimed: "claimed", domain.Busy: "busy", domain.Duplicate: "duplicate",
 		domain.RateLimited: "rate_limited", domain.Deferred: "deferred"}[cl.State]
+}
+
+// TestFencedClaimsReadSigningRecords: in a merged call, each claim that
+// asks for its target's signing record gets that record (or word that
+// Redis has none), read in the same pipeline, whatever the claims between
+// them; a record that cannot be read (a key of the wrong type) is not
+// read for its claim alone, whose answer stays its own; the other claims
+// read nothing.
+func TestFencedClaimsReadSigningRecords(t *testing.T) {
+	t.Parallel()
+	s, rdb, _ := testStore(t, StoreOptions{})
+	ctx := context.Background()
+	p := s.opt.Prefix
+	if err := fence.MarkSynced(ctx, rdb, p); err != nil {
+		t.Fatal(err)
+	}
+	until := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	recs := map[uint64]webhooksig.Record{
+		1: {Version: 3, Current: "whsec_one", Previous: "whsec_old", PreviousUntil: until},
+		4: {Version: 1, Current: "whsec_four"},
+	}
+	for target, rec := range recs {
+		if err := webhooksig.Store(ctx, rdb, p, target, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rdb.Set(ctx, webhooksig.RedisKey(p, 5), "not a record", time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	claims := runMerged(t, s, rdb, time.Now(), []mergedClaim{
+		signingClaimOf("n1", "r1", "a", 1, 1),
+		claimOf("n2", "r2", "a", 4, 1),
+		signingClaimOf("n3", "r3", "a", 3, 1),
+		signingClaimOf("n5", "r5", "a", 5, 1),
+		claimOf("n6", "r6", "a", 6, 1),
+		signingClaimOf("n4", "r4", "a", 4, 1),
+	})
+	type read struct {
+		read, ok bool
+		cur      string
+		prev     string
+		until    time.Time
+	}
+	want := []read{
+		{true, true, "whsec_one", "whsec_old", until},
+		{},
+		{true, false, "", "", time.Time{}},
+		{},
+		{},
+		{true, true, "whsec_four", "", time.Time{}},
+	}
+	for i, c := range claims {
+		if got := claimState(s, c); got != "claimed" {
+			t.Errorf("claim %d: %s (%v), want claimed", i, got, c.err)
+		}
+		got := read{c.recRead, c.recOK, c.rec.Current, c.rec.Previous, c.rec.PreviousUntil}
+		if !got.until.Equal(want[i].until) || got.read != want[i].read || got.ok != want[i].ok || got.cur != want[i].cur || got.prev != want[i].prev {
+			t.Errorf("claim %d read %+v, want %+v", i, got, want[i])
+		}
+	}
+}
+
+// countingRunner counts the commands Secrets sends itself.
+type countingRunner struct {
+	b *Batcher
+	n atomic.Int64
+}
+
+func (r *countingRunner) Do(ctx context.Context, cmds ...redis.Cmder) error {
+	r.n.Add(int64(len(cmds)))
+	return r.b.Do(ctx, cmds...)
+}
+
+// TestClaimFencedPrimesSigningKeys: a webhook's claim brings its target's
+// signing record into the secrets' cache, so that its send gets its keys
+// (the target's own, or the missing-secret error, or the global ones)
+// without a read of its own; a claim that is not answered Claimed, a
+// record already cached and fresh, a claim that is not a webhook's and a
+// record that cannot be read bring nothing, and the send reads Redis
+// itself.
+func TestClaimFencedPrimesSigningKeys(t *testing.T) {
+	t.Parallel()
+	rdb, prefix := testkit.Redis(t)
+	ctx := context.Background()
+	b := NewBatcher(rdb, 64, 2, 2*time.Second, nil)
+	testkit.Go(t, b.Run)
+	reads := &countingRunner{b: b}
+	global := newSecret(t)
+	secrets, err := NewSecrets(reads, SecretsOptions{Prefix: prefix, Global: []string{global}, CacheTTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewStore(rdb, b, StoreOptions{Prefix: prefix, InflightTTL: 10 * time.Second, DoneTTL: time.Hour, Signing: secrets})
+	if err := fence.MarkSynced(ctx, rdb, prefix); err != nil {
+		t.Fatal(err)
+	}
+	own := newSecret(t)
+	for _, target := range []uint64{1, 3, 5} {
+		if err := webhooksig.Store(ctx, rdb, prefix, target, webhooksig.Record{Version: 1, Current: own}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rdb.Set(ctx, webhooksig.RedisKey(prefix, 4), "not a record", time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkDone(ctx, "done3", domain.Outcome{Status: notiflowv1.Status_STATUS_DELIVERED, Attempts: 1}); err != nil {
+		t.Fatal(err)
+	}
+	claim := func(id string, target uint64, signing bool, want domain.ClaimState) {
+		t.Helper()
+		c, err := s.ClaimFenced(ctx, id, "rcp", "tok-"+id, domain.FenceRef{TargetID: target, Version: 1}, signing, time.Now())
+		if err != nil || c.State != want {
+			t.Fatalf("claim %s: %+v, %v; want state %d", id, c, err, want)
+		}
+	}
+	keys := func(target uint64, required bool) (string, error) {
+		t.Helper()
+		k, err := secrets.Keys(ctx, &notiflowv1.NotificationDue{TargetId: target, WebhookSecretRequired: required})
+		if len(k) != 1 {
+			return fmt.Sprintf("%d keys", len(k)), err
+		}
+		for name, secret := range map[string]string{"own": own, "global": global} {
+			if key, _ := webhooksig.Decode(secret); string(key) == string(k[0]) {
+				return name, err
+			}
+		}
+		return "another key", err
+	}
+	sends := func(target uint64, required bool, want string, wantReads int64) {
+		t.Helper()
+		before := reads.n.Load()
+		got, err := keys(target, required)
+		if err != nil && !errors.Is(err, ErrSecretMissing) {
+			got = "error"
+		} else if err != nil {
+			got = "missing"
+		}
+		if got != want || reads.n.Load()-before != wantReads {
+			t.Errorf("target %d: keys %s (%v) with %d reads of its own, want %s with %d", target, got, err, reads.n.Load()-before, want, wantReads)
+		}
+	}
+
+	claim("n1", 1, true, domain.Claimed)
+	sends(1, true, "own", 0)
+	// Target 2 has no record: the claim brings that word, the send
+	// fails without a read (required) or signs with the global secret.
+	claim("n2", 2, true, domain.Claimed)
+	sends(2, true, "missing", 0)
+	sends(2, false, "global", 0)
+	// A duplicate brings nothing: the send (were there one) reads Redis.
+	claim("done3", 3, true, domain.Duplicate)
+	sends(3, true, "own", 1)
+	// Target 4's record cannot be read: the claim stands, the send reads
+	// Redis itself and fails.
+	claim("n4", 4, true, domain.Claimed)
+	sends(4, true, "error", 1)
+	// Not a webhook: nothing read.
+	claim("n5", 5, false, domain.Claimed)
+	sends(5, true, "own", 1)
+
+	// A record cached and fresh is not read again by the next claim: a
+	// rotation written now is seen once the cache ages.
+	if err := webhooksig.Store(ctx, rdb, prefix, 1, webhooksig.Record{Version: 2, Current: global}); err != nil {
+		t.Fatal(err)
+	}
+	claim("n1b", 1, true, domain.Claimed)
+	sends(1, true, "own", 0)
 }

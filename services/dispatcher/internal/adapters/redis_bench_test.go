@@ -12,6 +12,7 @@ import (
 
 	"github.com/notiflow/notiflow/lib/fence"
 	"github.com/notiflow/notiflow/lib/testkit"
+	"github.com/notiflow/notiflow/lib/webhooksig"
 	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
 	"github.com/notiflow/notiflow/services/dispatcher/internal/domain"
 )
@@ -35,7 +36,14 @@ import (
 //     through the batcher, the baseline of the merging;
 //   - claim-fenced-done: that, then StartMarkDoneExit (the done marker and
 //     the end of the registration, in one pipeline): the Redis work of a
-//     notification in `make bench` but the sim channel's count of sends.
+//     notification in `make bench` but the sim channel's count of sends;
+//   - claim-fenced-keys: a webhook's claim and signing keys as they were
+//     had before claims read signing records: claim-fenced, then
+//     Secrets.Keys reading the target's record in a round trip of its own
+//     (every target has its own record, as every API target does);
+//   - claim-fenced-signing: the same as the service does it: ClaimFenced
+//     with signing, which reads the record in the claim's pipeline into
+//     the Secrets' cache, then Secrets.Keys from that cache.
 //
 // Every run uses keys of its own, which expire only after it and are
 // removed once it is measured. Reported: redis_cpu_us/op (the server's
@@ -68,10 +76,23 @@ func BenchmarkRedisCost(b *testing.B) {
 		}
 		return err
 	}
-	claimFenced := func(s *Store, id, token string, target uint64) error {
-		c, err := s.ClaimFenced(ctx, id, "rcp", token, domain.FenceRef{TargetID: target, Version: 1}, time.Now())
+	claimSigning := func(s *Store, id, token string, target uint64, signing bool) error {
+		c, err := s.ClaimFenced(ctx, id, "rcp", token, domain.FenceRef{TargetID: target, Version: 1}, signing, time.Now())
 		if err == nil && c.State != domain.Claimed {
 			err = fmt.Errorf("claim of %s: state %d, want Claimed", id, c.State)
+		}
+		return err
+	}
+	claimFenced := func(s *Store, id, token string, target uint64) error {
+		return claimSigning(s, id, token, target, false)
+	}
+	claimKeys := func(s *Store, id, token string, target uint64, signing bool) error {
+		if err := claimSigning(s, id, token, target, signing); err != nil {
+			return err
+		}
+		keys, err := s.opt.Signing.(*Secrets).Keys(ctx, &notiflowv1.NotificationDue{TargetId: target, WebhookSecretRequired: true})
+		if err == nil && len(keys) != 1 {
+			err = fmt.Errorf("keys of target %d: %d, want 1", target, len(keys))
 		}
 		return err
 	}
@@ -81,11 +102,11 @@ func BenchmarkRedisCost(b *testing.B) {
 		"claim-fenced-unmerged": func(s *Store, id, token string, target uint64) error {
 			c, _ := s.fencedClaim(id, "rcp", token, domain.FenceRef{TargetID: target, Version: 1}, time.Now())
 			parts := []any{c}
-			cmd := s.claims.Merge(ctx, parts)
-			if err := batcher.Do(ctx, cmd); err != nil {
+			cmds := s.claims.Merge(ctx, parts)
+			if err := batcher.Do(ctx, cmds...); err != nil {
 				return err
 			}
-			s.claims.Answer(cmd, parts)
+			s.claims.Answer(cmds, parts)
 			if c.err == nil && c.answer != "claimed" {
 				c.err = fmt.Errorf("claim of %s: %q, want claimed", id, c.answer)
 			}
@@ -97,18 +118,33 @@ func BenchmarkRedisCost(b *testing.B) {
 			}
 			return s.StartMarkDoneExit(ctx, id, done, target, token)(ctx)
 		},
+		"claim-fenced-keys": func(s *Store, id, token string, target uint64) error {
+			return claimKeys(s, id, token, target, false)
+		},
+		"claim-fenced-signing": func(s *Store, id, token string, target uint64) error {
+			return claimKeys(s, id, token, target, true)
+		},
+	}
+	secret, err := webhooksig.Generate()
+	if err != nil {
+		b.Fatal(err)
 	}
 	if err := fencedClaimsScript.Load(ctx, rdb).Err(); err != nil {
 		b.Fatal(err)
 	}
-	for _, name := range []string{"claim", "claim-fenced", "claim-fenced-unmerged", "claim-fenced-done"} {
+	signs := map[string]bool{"claim-fenced-keys": true, "claim-fenced-signing": true}
+	for _, name := range []string{"claim", "claim-fenced", "claim-fenced-unmerged", "claim-fenced-done", "claim-fenced-keys", "claim-fenced-signing"} {
 		b.Run(name, func(b *testing.B) {
 			op := ops[name]
 			// Each run has keys of its own, none expiring while it runs
 			// (Redis would expire them on its own time, in a later run),
 			// and removes them after it is measured.
 			runPrefix := prefix + strconv.FormatUint(seq.Add(1), 10) + ":"
-			s := NewStore(rdb, batcher, StoreOptions{Prefix: runPrefix, InflightTTL: time.Hour, DoneTTL: time.Hour})
+			secrets, err := NewSecrets(batcher, SecretsOptions{Prefix: runPrefix, CacheTTL: 10 * time.Second})
+			if err != nil {
+				b.Fatal(err)
+			}
+			s := NewStore(rdb, batcher, StoreOptions{Prefix: runPrefix, InflightTTL: time.Hour, DoneTTL: time.Hour, Signing: secrets})
 			if err := fence.MarkSynced(ctx, rdb, runPrefix); err != nil {
 				b.Fatal(err)
 			}
@@ -117,6 +153,18 @@ func BenchmarkRedisCost(b *testing.B) {
 					b.Fatal(err)
 				}
 			}()
+			// Targets are numbered from 1 in each run (its keys are its
+			// own): in the signing cases every one of them gets its
+			// signing record first.
+			for first := 1; signs[name] && first <= b.N; first += 1000 {
+				recs := map[uint64]webhooksig.Record{}
+				for t := first; t < first+1000 && t <= b.N; t++ {
+					recs[uint64(t)] = webhooksig.Record{Version: 1, Current: secret}
+				}
+				if _, err := webhooksig.StoreNewer(ctx, rdb, runPrefix, recs); err != nil {
+					b.Fatal(err)
+				}
+			}
 			size.reset()
 			var next atomic.Int64
 			var wg sync.WaitGroup
@@ -124,10 +172,9 @@ func BenchmarkRedisCost(b *testing.B) {
 			b.ResetTimer()
 			for range senders {
 				wg.Go(func() {
-					for next.Add(1) <= int64(b.N) {
-						n := seq.Add(1)
-						id := "n" + strconv.FormatUint(n, 10)
-						if err := op(s, id, "tok-"+id, n); err != nil {
+					for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
+						id := "n" + strconv.FormatInt(i, 10)
+						if err := op(s, id, "tok-"+id, uint64(i)); err != nil {
 							b.Error(err)
 							return
 						}

@@ -88,6 +88,9 @@ type StoreOptions struct {
 	// RatePolicy is what a claim over the limit does: domain.RateDefer
 	// answers Deferred, anything else (domain.RateDrop) RateLimited.
 	RatePolicy domain.RatePolicy
+	// Signing, when set, gets the signing records webhook claims read
+	// (see ClaimFenced).
+	Signing SigningCache
 }
 
 // Store keeps the dispatcher's state in Redis: deduplication markers

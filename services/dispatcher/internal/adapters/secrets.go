@@ -44,9 +44,10 @@ type CommandRunner interface {
 // Secrets gives the keys a webhook is signed with: those of the target's
 // own Record in Redis (kept by the scheduler), else the global ones. A
 // record is read through a CommandRunner, so concurrent sends share
-// round trips, and cached for CacheTTL, so a rotation reaches the
-// dispatcher within CacheTTL; the end of a grace period is applied at
-// once, since the cached record carries it. It is safe for concurrent use.
+// round trips, or brought by a webhook's claim (Prime), and cached for
+// CacheTTL from its read, so a rotation reaches the dispatcher within
+// CacheTTL; the end of a grace period is applied at once, since the
+// cached record carries it. It is safe for concurrent use.
 type Secrets struct {
 	redis  CommandRunner
 	opt    SecretsOptions
@@ -117,7 +118,7 @@ func (s *Secrets) record(ctx context.Context, target uint64, now time.Time) (web
 	if hit && now.Sub(c.fetched) < s.opt.CacheTTL {
 		return c.rec, c.ok, nil
 	}
-	cmd := webhooksig.LoadCmd(ctx, s.opt.Prefix, target)
+	cmd := webhooksig.SigningCmd(ctx, s.opt.Prefix, target)
 	err := s.redis.Do(ctx, cmd)
 	if err == nil {
 		err = cmd.Err()
@@ -125,14 +126,39 @@ func (s *Secrets) record(ctx context.Context, target uint64, now time.Time) (web
 	if err != nil {
 		return webhooksig.Record{}, false, fmt.Errorf("load webhook secret of target %d from redis: %w", target, err)
 	}
-	rec, ok := webhooksig.RecordOf(cmd.Val())
-	if s.opt.CacheTTL > 0 {
-		s.mu.Lock()
-		if len(s.cache) >= maxCachedSecrets {
-			clear(s.cache)
-		}
-		s.cache[target] = cachedRecord{rec: rec, ok: ok, fetched: now}
-		s.mu.Unlock()
-	}
+	rec, ok := webhooksig.SigningRecordOf(cmd.Val())
+	s.Prime(target, rec, ok, now)
 	return rec, ok, nil
+}
+
+// Wants reports whether a record of target read now would be used: the
+// cache has none for it, or an old one (see Prime).
+func (s *Secrets) Wants(target uint64, now time.Time) bool {
+	if s.opt.CacheTTL <= 0 {
+		return false
+	}
+	s.mu.Lock()
+	c, hit := s.cache[target]
+	s.mu.Unlock()
+	return !hit || now.Sub(c.fetched) >= s.opt.CacheTTL/2
+}
+
+// Prime caches target's record (ok false: Redis had none) as read from
+// Redis at, for CacheTTL from then, unless the cache holds one read later;
+// Keys then uses it without reading Redis. The caller read it itself, in
+// a round trip it made anyway (a claim). Without a cache (CacheTTL 0) it
+// does nothing.
+func (s *Secrets) Prime(target uint64, rec webhooksig.Record, ok bool, at time.Time) {
+	if s.opt.CacheTTL <= 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, hit := s.cache[target]; hit && c.fetched.After(at) {
+		return
+	}
+	if len(s.cache) >= maxCachedSecrets {
+		clear(s.cache)
+	}
+	s.cache[target] = cachedRecord{rec: rec, ok: ok, fetched: at}
 }

@@ -81,7 +81,7 @@ func (d *Dispatcher) claim(ctx context.Context, due *notiflowv1.NotificationDue,
 	for {
 		now := d.opt.Now()
 		c, err := d.dedup.ClaimFenced(ctx, due.NotificationId, due.RecipientId, token,
-			domain.FenceRef{TargetID: due.TargetId, Version: due.TargetVersion}, now)
+			domain.FenceRef{TargetID: due.TargetId, Version: due.TargetVersion}, due.Channel == notiflowv1.Channel_CHANNEL_WEBHOOK, now)
 		var wait time.Duration
 		var draining <-chan struct{} // ends the wait when the drain begins
 		switch {

@@ -29,7 +29,9 @@ type Deduper interface {
 	// limit it answers RateLimited (remembered as such) or Deferred
 	// (nothing written), as its rate-limit policy says. A Claimed
 	// notification is registered as a send in progress of its target.
-	ClaimFenced(ctx context.Context, id, recipient, token string, f domain.FenceRef, now time.Time) (domain.Claim, error)
+	// signing says the record is a webhook, whose target's signing record
+	// the claim may read too, for the send that follows.
+	ClaimFenced(ctx context.Context, id, recipient, token string, f domain.FenceRef, signing bool, now time.Time) (domain.Claim, error)
 	// StartMarkDone starts remembering a finished dispatch; the returned
 	// function waits until it is stored.
 	StartMarkDone(ctx context.Context, id string, o domain.Outcome) (wait func(context.Context) error)

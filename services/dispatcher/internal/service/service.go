@@ -122,10 +122,6 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 		PipelinePoolSize:      cfg.RedisPipelines,
 	})
 	s.batcher = adapters.NewBatcher(s.rdb, cfg.RedisBatch, cfg.RedisPipelines, cfg.RedisTimeout, m.RedisBatch)
-	store := adapters.NewStore(s.rdb, s.batcher, adapters.StoreOptions{
-		Prefix: cfg.RedisPrefix, InflightTTL: cfg.InflightTTL, DoneTTL: cfg.DedupTTL,
-		RateLimit: cfg.RateLimit, RateWindow: cfg.RateWindow, RatePolicy: cfg.RatePolicy(),
-	})
 	secrets, err := adapters.NewSecrets(s.batcher, adapters.SecretsOptions{
 		Prefix: cfg.RedisPrefix, Global: cfg.WebhookSigningSecrets, CacheTTL: cfg.WebhookSecretCache,
 	})
@@ -133,6 +129,14 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 		_ = s.rdb.Close()
 		return nil, fmt.Errorf("NOTIFLOW_WEBHOOK_SIGNING_SECRET: %w", err)
 	}
+	// A webhook's claim reads its target's signing record into the
+	// secrets' cache in the same script call, so that its send does not
+	// need a round trip of its own for it.
+	store := adapters.NewStore(s.rdb, s.batcher, adapters.StoreOptions{
+		Prefix: cfg.RedisPrefix, InflightTTL: cfg.InflightTTL, DoneTTL: cfg.DedupTTL,
+		RateLimit: cfg.RateLimit, RateWindow: cfg.RateWindow, RatePolicy: cfg.RatePolicy(),
+		Signing: secrets,
+	})
 	if len(cfg.WebhookSigningSecrets) == 0 {
 		log.Warn("NOTIFLOW_WEBHOOK_SIGNING_SECRET is not set: webhooks of targets without their own secret go unsigned")
 	}
