@@ -2,7 +2,6 @@ package adapters
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -94,10 +93,11 @@ const (
 // request runs to its answer or its deadline, so that no request of a send
 // is in flight once Send returned.
 type Webhook struct {
-	client   *fasthttp.Client
-	guard    *netguard.Guard
-	breakers *breakers
-	opt      WebhookOptions
+	client    *fasthttp.Client
+	guard     *netguard.Guard
+	breakers  *breakers
+	endpoints endpoints
+	opt       WebhookOptions
 }
 
 // attemptResult is what one HTTP request returned.
@@ -170,16 +170,6 @@ func NewWebhook(opt WebhookOptions) (*Webhook, error) {
 // Close closes idle connections.
 func (w *Webhook) Close() { w.client.CloseIdleConnections() }
 
-// webhookPayload is the JSON body of a webhook call.
-type webhookPayload struct {
-	NotificationID string `json:"notification_id"`
-	RecipientID    string `json:"recipient_id"`
-	TemplateID     string `json:"template_id"`
-	Body           string `json:"body"`
-	OccurrenceAt   string `json:"occurrence_at"`
-	Sequence       uint64 `json:"sequence"`
-}
-
 func failed(attempts uint32, code int, err string) domain.Outcome {
 	return domain.Outcome{Status: notiflowv1.Status_STATUS_FAILED, Attempts: attempts, ProviderCode: int32(code), Err: err, DeadLetter: true}
 }
@@ -194,25 +184,15 @@ func failed(attempts uint32, code int, err string) domain.Outcome {
 // ends by its own answer or deadline first, and its request may have
 // reached the receiver.
 func (w *Webhook) Send(ctx context.Context, due *notiflowv1.NotificationDue, body string) (domain.Outcome, error) {
-	u, err := url.Parse(due.WebhookUrl)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
-		return failed(0, 0, fmt.Sprintf("invalid webhook url %q: want http(s)://host/...", redactURL(due.WebhookUrl))), nil
+	ep := w.endpoints.get(due.WebhookUrl, w.guard.CheckHost)
+	switch {
+	case ep.invalid != "":
+		return failed(0, 0, ep.invalid), nil
+	case ep.guard != "":
+		return failed(0, 0, ep.guard), nil
 	}
-	if err := w.guard.CheckHost(u.Hostname()); err != nil {
-		return failed(0, 0, err.Error()), nil
-	}
-	payload, err := json.Marshal(webhookPayload{
-		NotificationID: due.NotificationId, RecipientID: due.RecipientId, TemplateID: due.TemplateId, Body: body,
-		OccurrenceAt: time.UnixMicro(due.OccurrenceAtUs).UTC().Format(time.RFC3339Nano), Sequence: due.Sequence,
-	})
-	if err != nil {
-		return failed(0, 0, "encode webhook payload: "+err.Error()), nil
-	}
-	port := u.Port()
-	if port == "" {
-		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
-	}
-	cb, release := w.breakers.get(u.Scheme + "://" + net.JoinHostPort(u.Hostname(), port))
+	payload := appendPayload(make([]byte, 0, 192+len(body)), due, body)
+	cb, release := w.breakers.get(ep.name)
 	defer release()
 
 	deadline := time.Now().Add(w.opt.MaxElapsed)
@@ -243,7 +223,7 @@ func (w *Webhook) Send(ctx context.Context, due *notiflowv1.NotificationDue, bod
 		if err == nil {
 			res, err = cb.Execute(func() (attemptResult, error) {
 				attempts++
-				return w.attempt(ctx, u, payload, due.NotificationId, keys)
+				return w.attempt(ctx, ep.target, payload, due.NotificationId, keys)
 			})
 		}
 		if ctx.Err() != nil {
@@ -354,13 +334,12 @@ type answer struct {
 // attempt makes one request. A nil error means a final answer (2xx, or a
 // status not worth retrying); an error is a failure for the breaker. It
 // returns when the request has ended (see Webhook on ctx).
-func (w *Webhook) attempt(ctx context.Context, u *url.URL, payload []byte, id string, keys [][]byte) (attemptResult, error) {
-	deadline := time.Now().Add(w.opt.AttemptTimeout)
+func (w *Webhook) attempt(ctx context.Context, target string, payload []byte, id string, keys [][]byte) (attemptResult, error) {
+	start := time.Now()
+	deadline := start.Add(w.opt.AttemptTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	target := u.String()
-	start := time.Now()
 	a := w.post(target, payload, id, keys, deadline)
 	if err := a.err; err != nil {
 		w.observe("error", start)
