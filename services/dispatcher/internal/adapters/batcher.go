@@ -76,7 +76,8 @@ type merged struct {
 }
 
 // NewBatcher returns a batcher over rdb gathering at most maxCmds commands
-// and merged parts per pipeline with up to pipelines pipelines in flight,
+// and merged parts (each counting once, whatever commands Merge adds for
+// it beside the merged one) per pipeline with up to pipelines pipelines in flight,
 // each bounded by timeout. size observes the commands each pipeline sends,
 // a merged command counting as one, and the commands beside it each as one
 // (nil: not observed).

@@ -96,9 +96,11 @@ return out
 // target the cache Wants in the claim's pipeline, and Primes the cache
 // with it.
 type SigningCache interface {
-	// Wants reports whether a record of target read at now would be used.
-	Wants(target uint64, now time.Time) bool
-	// Prime caches target's record (ok false: Redis has none) as read at at.
+	// Wants reports whether a record of target read now would be used,
+	// and the time (the cache's clock, before the read) to Prime it with.
+	Wants(target uint64) (at time.Time, want bool)
+	// Prime caches target's record (ok false: Redis has none) as read
+	// after at.
 	Prime(target uint64, rec webhooksig.Record, ok bool, at time.Time)
 }
 
@@ -110,12 +112,16 @@ type SigningCache interface {
 // claims share one script call (Batcher.DoMerged). When signing is set
 // (the record is a webhook, whose send needs its target's signing record
 // next) and the Store's Signing cache Wants that record, the claim's
-// pipeline also reads it, right after the script call, and a Claimed
-// answer primes the cache with it: the send then does not wait for a
-// round trip of its own.
+// pipeline also reads it, right after the script call, and the cache is
+// primed with it whatever the claim answered (the read is as good
+// either way): the send then does not wait for a round trip of its own.
+// A read that failed primes nothing; the send reads the record itself.
 func (s *Store) ClaimFenced(ctx context.Context, id, recipient, token string, f domain.FenceRef, signing bool, now time.Time) (domain.Claim, error) {
 	c, retryAt := s.fencedClaim(id, recipient, token, f, now)
-	c.signing = signing && s.opt.Signing != nil && s.opt.Signing.Wants(f.TargetID, now)
+	var primeAt time.Time
+	if signing && s.opt.Signing != nil {
+		primeAt, c.signing = s.opt.Signing.Wants(f.TargetID)
+	}
 	err := s.reloadingScript(ctx, fencedClaimsScript, func() error {
 		c.answer, c.err, c.recRead = "", nil, false
 		if err := s.b.DoMerged(ctx, s.claims, c); err != nil {
@@ -126,8 +132,8 @@ func (s *Store) ClaimFenced(ctx context.Context, id, recipient, token string, f 
 	if err != nil {
 		return domain.Claim{}, fmt.Errorf("claim notification %s: %w", id, err)
 	}
-	if c.recRead && c.answer == "claimed" {
-		s.opt.Signing.Prime(f.TargetID, c.rec, c.recOK, now)
+	if c.recRead {
+		s.opt.Signing.Prime(f.TargetID, c.rec, c.recOK, primeAt)
 	}
 	switch c.answer {
 	case fence.Fenced:

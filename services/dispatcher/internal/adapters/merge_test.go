@@ -469,17 +469,18 @@ func (r *countingRunner) Do(ctx context.Context, cmds ...redis.Cmder) error {
 }
 
 // TestClaimFencedPrimesSigningKeys: a webhook's claim brings its target's
-// signing record into the secrets' cache, so that its send gets its keys
-// (the target's own, or the missing-secret error, or the global ones)
-// without a read of its own; a claim that is not answered Claimed, a
-// record already cached and fresh, a claim that is not a webhook's and a
-// record that cannot be read bring nothing, and the send reads Redis
-// itself.
+// signing record into the secrets' cache, read in the claim's own
+// pipeline, so that its send gets its keys (the target's own, or the
+// missing-secret error, or the global ones) without a read of its own,
+// whatever the claim answered; a record already cached and fresh, a
+// claim that is not a webhook's and a record that cannot be read bring
+// nothing, and the send reads Redis itself.
 func TestClaimFencedPrimesSigningKeys(t *testing.T) {
 	t.Parallel()
 	rdb, prefix := testkit.Redis(t)
 	ctx := context.Background()
-	b := NewBatcher(rdb, 64, 2, 2*time.Second, nil)
+	size := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "size", Buckets: []float64{1, 2, 8, 64}})
+	b := NewBatcher(rdb, 64, 1, 2*time.Second, size)
 	testkit.Go(t, b.Run)
 	reads := &countingRunner{b: b}
 	global := newSecret(t)
@@ -503,11 +504,17 @@ func TestClaimFencedPrimesSigningKeys(t *testing.T) {
 	if err := s.MarkDone(ctx, "done3", domain.Outcome{Status: notiflowv1.Status_STATUS_DELIVERED, Attempts: 1}); err != nil {
 		t.Fatal(err)
 	}
-	claim := func(id string, target uint64, signing bool, want domain.ClaimState) {
+	// claim claims id and checks that it took one pipeline, of cmds
+	// commands.
+	claim := func(id string, target uint64, signing bool, want domain.ClaimState, cmds float64) {
 		t.Helper()
+		n0, sum0 := histogramCount(t, size), histogramSum(t, size)
 		c, err := s.ClaimFenced(ctx, id, "rcp", "tok-"+id, domain.FenceRef{TargetID: target, Version: 1}, signing, time.Now())
 		if err != nil || c.State != want {
 			t.Fatalf("claim %s: %+v, %v; want state %d", id, c, err, want)
+		}
+		if n, sum := histogramCount(t, size)-n0, histogramSum(t, size)-sum0; n != 1 || sum != cmds {
+			t.Errorf("claim %s: %d pipelines of %v commands, want 1 of %v", id, n, sum, cmds)
 		}
 	}
 	keys := func(target uint64, required bool) (string, error) {
@@ -537,22 +544,22 @@ func TestClaimFencedPrimesSigningKeys(t *testing.T) {
 		}
 	}
 
-	claim("n1", 1, true, domain.Claimed)
+	claim("n1", 1, true, domain.Claimed, 2)
 	sends(1, true, "own", 0)
 	// Target 2 has no record: the claim brings that word, the send
 	// fails without a read (required) or signs with the global secret.
-	claim("n2", 2, true, domain.Claimed)
+	claim("n2", 2, true, domain.Claimed, 2)
 	sends(2, true, "missing", 0)
 	sends(2, false, "global", 0)
-	// A duplicate brings nothing: the send (were there one) reads Redis.
-	claim("done3", 3, true, domain.Duplicate)
-	sends(3, true, "own", 1)
+	// A duplicate's read is as good: cached too.
+	claim("done3", 3, true, domain.Duplicate, 2)
+	sends(3, true, "own", 0)
 	// Target 4's record cannot be read: the claim stands, the send reads
 	// Redis itself and fails.
-	claim("n4", 4, true, domain.Claimed)
+	claim("n4", 4, true, domain.Claimed, 2)
 	sends(4, true, "error", 1)
 	// Not a webhook: nothing read.
-	claim("n5", 5, false, domain.Claimed)
+	claim("n5", 5, false, domain.Claimed, 1)
 	sends(5, true, "own", 1)
 
 	// A record cached and fresh is not read again by the next claim: a
@@ -560,6 +567,62 @@ func TestClaimFencedPrimesSigningKeys(t *testing.T) {
 	if err := webhooksig.Store(ctx, rdb, prefix, 1, webhooksig.Record{Version: 2, Current: global}); err != nil {
 		t.Fatal(err)
 	}
-	claim("n1b", 1, true, domain.Claimed)
+	claim("n1b", 1, true, domain.Claimed, 1)
 	sends(1, true, "own", 0)
+}
+
+// Secrets.Wants asks for a record the cache lacks or read half its TTL
+// ago or more, by the Secrets' own clock; Prime keeps the record stamped
+// latest; without a cache neither reads nor keeps anything.
+func TestSecretsWantsAndPrime(t *testing.T) {
+	t.Parallel()
+	clock := time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC)
+	now := func() time.Time { return clock }
+	s, err := NewSecrets(nil, SecretsOptions{CacheTTL: 10 * time.Second, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := func(target uint64, wantIt bool) time.Time {
+		t.Helper()
+		at, ok := s.Wants(target)
+		if ok != wantIt || !at.Equal(clock) {
+			t.Fatalf("Wants(%d) at %s = %v, %s; want %v, the clock", target, clock, ok, at, wantIt)
+		}
+		return at
+	}
+	current := func(target uint64) string {
+		t.Helper()
+		rec, ok, err := s.record(context.Background(), target, clock)
+		if err != nil || !ok {
+			t.Fatalf("record of %d: ok %v, err %v", target, ok, err)
+		}
+		return rec.Current
+	}
+	at := want(1, true)
+	s.Prime(1, webhooksig.Record{Current: "whsec_new"}, true, at)
+	clock = clock.Add(4999 * time.Millisecond)
+	want(1, false)
+	// A read stamped earlier than the cached one does not replace it.
+	s.Prime(1, webhooksig.Record{Current: "whsec_old"}, true, at.Add(-time.Second))
+	if got := current(1); got != "whsec_new" {
+		t.Fatalf("after an older read: %s, want whsec_new", got)
+	}
+	clock = clock.Add(time.Millisecond)
+	at = want(1, true)
+	s.Prime(1, webhooksig.Record{Current: "whsec_newer"}, true, at)
+	if got := current(1); got != "whsec_newer" {
+		t.Fatalf("after a later read: %s, want whsec_newer", got)
+	}
+
+	off, err := NewSecrets(nil, SecretsOptions{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := off.Wants(1); ok {
+		t.Fatal("without a cache Wants asks for a read")
+	}
+	off.Prime(1, webhooksig.Record{Current: "whsec_x"}, true, clock)
+	if len(off.cache) != 0 {
+		t.Fatal("without a cache Prime kept a record")
+	}
 }

@@ -37,10 +37,10 @@ import (
 //   - claim-fenced-done: that, then StartMarkDoneExit (the done marker and
 //     the end of the registration, in one pipeline): the Redis work of a
 //     notification in `make bench` but the sim channel's count of sends;
-//   - claim-fenced-keys: a webhook's claim and signing keys as they were
-//     had before claims read signing records: claim-fenced, then
-//     Secrets.Keys reading the target's record in a round trip of its own
-//     (every target has its own record, as every API target does);
+//   - claim-fenced-keys: a webhook's claim and signing keys with the
+//     record read by the send: claim-fenced, then Secrets.Keys reading
+//     the target's record (HMGET) in a round trip of its own (every
+//     target has its own record, as every API target does);
 //   - claim-fenced-signing: the same as the service does it: ClaimFenced
 //     with signing, which reads the record in the claim's pipeline into
 //     the Secrets' cache, then Secrets.Keys from that cache.

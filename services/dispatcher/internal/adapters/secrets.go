@@ -131,33 +131,38 @@ func (s *Secrets) record(ctx context.Context, target uint64, now time.Time) (web
 	return rec, ok, nil
 }
 
-// Wants reports whether a record of target read now would be used: the
-// cache has none for it, or an old one (see Prime).
-func (s *Secrets) Wants(target uint64, now time.Time) bool {
+// Wants reports whether a record of target read now would be used (the
+// cache has none for it, or one read more than half CacheTTL ago; never
+// without a cache), and the time by Secrets' clock to Prime it with: a
+// time taken before the read, so that the cache never takes the record
+// for younger than it is.
+func (s *Secrets) Wants(target uint64) (at time.Time, want bool) {
 	if s.opt.CacheTTL <= 0 {
-		return false
+		return time.Time{}, false
 	}
+	now := s.opt.Now()
 	s.mu.Lock()
 	c, hit := s.cache[target]
 	s.mu.Unlock()
-	return !hit || now.Sub(c.fetched) >= s.opt.CacheTTL/2
+	return now, !hit || now.Sub(c.fetched) >= s.opt.CacheTTL/2
 }
 
-// Prime caches target's record (ok false: Redis had none) as read from
-// Redis at, for CacheTTL from then, unless the cache holds one read later;
-// Keys then uses it without reading Redis. The caller read it itself, in
-// a round trip it made anyway (a claim). Without a cache (CacheTTL 0) it
-// does nothing.
+// Prime caches target's record (ok false: Redis had none), read from
+// Redis after at (by Secrets' clock: see Wants), for CacheTTL from at,
+// unless the cache holds one stamped later; Keys then uses it without
+// reading Redis. The caller read it itself, in a round trip it made
+// anyway (a claim). Without a cache (CacheTTL 0) it does nothing.
 func (s *Secrets) Prime(target uint64, rec webhooksig.Record, ok bool, at time.Time) {
 	if s.opt.CacheTTL <= 0 {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c, hit := s.cache[target]; hit && c.fetched.After(at) {
+	c, hit := s.cache[target]
+	if hit && c.fetched.After(at) {
 		return
 	}
-	if len(s.cache) >= maxCachedSecrets {
+	if !hit && len(s.cache) >= maxCachedSecrets {
 		clear(s.cache)
 	}
 	s.cache[target] = cachedRecord{rec: rec, ok: ok, fetched: at}

@@ -24,8 +24,8 @@ type webhookPayload struct {
 }
 
 // appendPayload appends the webhook body of due with the rendered body:
-// the bytes encoding/json's Marshal writes for the webhookPayload of the
-// same values, without its reflection.
+// the bytes Go's default encoding/json Marshal writes for the
+// webhookPayload of the same values, without its reflection.
 func appendPayload(b []byte, due *notiflowv1.NotificationDue, body string) []byte {
 	b = append(b, `{"notification_id":`...)
 	b = appendJSONString(b, due.NotificationId)
@@ -42,10 +42,11 @@ func appendPayload(b []byte, due *notiflowv1.NotificationDue, body string) []byt
 	return append(b, '}')
 }
 
+// hexDigits are the digits of appendJSONString's \u00XX escapes.
 const hexDigits = "0123456789abcdef"
 
-// appendJSONString appends s as a JSON string exactly as encoding/json
-// encodes a string by default: '"' and '\\' escaped, \b \f \n \r \t by
+// appendJSONString appends s as a JSON string exactly as Go's default
+// encoding/json (v1, not GOEXPERIMENT=jsonv2) encodes a string: '"' and '\\' escaped, \b \f \n \r \t by
 // name, other control characters and <, >, & as \u00XX, U+2028 and U+2029
 // as \u2028 and \u2029, and each byte of invalid UTF-8 as \ufffd.
 func appendJSONString(b []byte, s string) []byte {
@@ -100,11 +101,10 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// endpoint is what a webhook URL gives every send to it: the parsed URL,
-// the URL as requests carry it, and the breaker's endpoint name
-// (scheme://host:port); or the reason it cannot be sent to.
+// endpoint is what a webhook URL gives every send to it: the URL as
+// requests carry it and the breaker's endpoint name (scheme://host:port);
+// or the reason it cannot be sent to.
 type endpoint struct {
-	u              *url.URL
 	target, name   string
 	invalid, guard string // why not: a bad URL, a refused host
 }
@@ -114,8 +114,9 @@ type endpoint struct {
 const maxCachedEndpoints = 4096
 
 // endpoints caches the parsing of webhook URLs: a fan-out sends many
-// notifications to one URL, which is then parsed once. It is safe for
-// concurrent use; the URL objects it hands out must not be changed.
+// notifications to one URL, which is then parsed once. It holds at most
+// maxCachedEndpoints and is emptied when full. It is safe for concurrent
+// use.
 type endpoints struct {
 	mu sync.RWMutex
 	m  map[string]*endpoint
@@ -153,5 +154,5 @@ func parseEndpoint(raw string, check func(host string) error) *endpoint {
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
-	return &endpoint{u: u, target: u.String(), name: u.Scheme + "://" + net.JoinHostPort(u.Hostname(), port)}
+	return &endpoint{target: u.String(), name: u.Scheme + "://" + net.JoinHostPort(u.Hostname(), port)}
 }

@@ -72,7 +72,7 @@ func TestEndpointsCache(t *testing.T) {
 	if p := e.get("http://[::1]:8080/x", check); p.name != "http://[::1]:8080" {
 		t.Errorf("IPv6 endpoint name %q", p.name)
 	}
-	if bad := e.get("ftp://host/x", check); bad.invalid == "" || bad.u != nil {
+	if bad := e.get("ftp://host/x", check); bad.invalid == "" || bad.target != "" {
 		t.Errorf("ftp URL: %+v, want invalid", bad)
 	}
 	if refused := e.get("http://10.0.0.1/x", check); refused.guard != "forbidden address 10.0.0.1" {

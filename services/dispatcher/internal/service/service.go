@@ -130,7 +130,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 		return nil, fmt.Errorf("NOTIFLOW_WEBHOOK_SIGNING_SECRET: %w", err)
 	}
 	// A webhook's claim reads its target's signing record into the
-	// secrets' cache in the same script call, so that its send does not
+	// secrets' cache in the claim's pipeline, so that its send does not
 	// need a round trip of its own for it.
 	store := adapters.NewStore(s.rdb, s.batcher, adapters.StoreOptions{
 		Prefix: cfg.RedisPrefix, InflightTTL: cfg.InflightTTL, DoneTTL: cfg.DedupTTL,
