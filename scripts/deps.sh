@@ -220,6 +220,14 @@ kafka_start() {
 	kafka_wait_ready "$pid" "$offset"
 }
 
+# log_has_after FILE OFFSET TEXT: whether FILE holds TEXT after its first
+# OFFSET bytes. grep reads to the end (no -q): a grep -q that stopped at the
+# match would end tail with SIGPIPE while a long log was still being
+# written to it, and pipefail would fail the test although TEXT is there.
+log_has_after() {
+	tail -c +"$(($2 + 1))" "$1" | grep -F -- "$3" >/dev/null
+}
+
 # kafka_wait_ready PID LOG_OFFSET: wait for "Kafka Server started" in the log
 # written after LOG_OFFSET and for the client port to accept connections.
 kafka_wait_ready() {
@@ -231,7 +239,7 @@ kafka_wait_ready() {
 			show_tail "$logfile"
 			die "kafka exited during startup"
 		fi
-		if ((!started)) && [[ -f $logfile ]] && tail -c +"$((offset + 1))" "$logfile" | grep -q 'Kafka Server started'; then
+		if ((!started)) && [[ -f $logfile ]] && log_has_after "$logfile" "$offset" 'Kafka Server started'; then
 			started=1
 		fi
 		if ((started)) && kafka_ready; then
@@ -467,4 +475,7 @@ main() {
 	esac
 }
 
-main "$@"
+# Sourced (tests of its functions), it only defines them.
+if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
+	main "$@"
+fi
