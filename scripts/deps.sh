@@ -221,11 +221,12 @@ kafka_start() {
 }
 
 # log_has_after FILE OFFSET TEXT: whether FILE holds TEXT after its first
-# OFFSET bytes. grep reads to the end (no -q): a grep -q that stopped at the
-# match would end tail with SIGPIPE while a long log was still being
-# written to it, and pipefail would fail the test although TEXT is there.
+# OFFSET bytes. tail feeds grep through a process substitution, not a
+# pipeline: grep -q stops at the match, which ends tail with SIGPIPE while
+# a long log is still being written to it, and under pipefail a pipeline
+# would then fail although TEXT is there.
 log_has_after() {
-	tail -c +"$(($2 + 1))" "$1" | grep -F -- "$3" >/dev/null
+	grep -qF -- "$3" < <(tail -c +"$(($2 + 1))" "$1")
 }
 
 # kafka_wait_ready PID LOG_OFFSET: wait for "Kafka Server started" in the log
@@ -475,7 +476,8 @@ main() {
 	esac
 }
 
-# Sourced (tests of its functions), it only defines them.
+# Sourced (tests of its functions, in a shell of their own: it sets
+# errexit and pipefail), it only defines them.
 if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
 	main "$@"
 fi

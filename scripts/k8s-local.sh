@@ -316,8 +316,11 @@ remove_new_nft_tables() {
 	command -v nft >/dev/null && [[ -f $run/nft-tables.before ]] || return 0
 	nft list tables 2>/dev/null | while read -r _ family name; do
 		grep -qx "table $family $name" "$run/nft-tables.before" && continue
-		# A rule's line ends in "# handle N" and is no table or chain line.
-		if ! nft -a list table "$family" "$name" | grep -E '# handle [0-9]+$' | grep -qvE '^[[:space:]]*(table|chain) '; then
+		# A rule's line ends in "# handle N" and is no table or chain line
+		# (read through a process substitution: grep -q stopping at the
+		# first rule would end a pipeline's writers with SIGPIPE, and
+		# pipefail would take the table for empty).
+		if ! grep -qvE '^[[:space:]]*(table|chain) ' < <(nft -a list table "$family" "$name" | grep -E '# handle [0-9]+$'); then
 			nft delete table "$family" "$name" || log "could not delete netfilter table $family $name"
 		fi
 	done

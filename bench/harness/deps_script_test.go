@@ -13,9 +13,9 @@ import (
 // scripts/deps.sh's log_has_after, which tells when a restarted Kafka has
 // started, finds the line after the offset even when megabytes of log
 // follow it (a broker deleting many topics' logs as it starts writes
-// that much): with pipefail, a grep -q that stopped at the match made
-// tail die of SIGPIPE and the check fail until its timeout. It does not
-// find a line written before the offset.
+// that much): piped into a grep -q that stops at the match, tail died of
+// SIGPIPE and, under pipefail, the check failed until its timeout. It
+// does not find a line written before the offset.
 func TestDepsLogHasAfter(t *testing.T) {
 	t.Parallel()
 	script, err := filepath.Abs("../../scripts/deps.sh")

@@ -101,7 +101,9 @@ if deployment | kubectl apply -f - >/dev/null &&
 	[[ $ip == 10.244.0.* ]] || fail "pod address $ip is not on the pod bridge"
 	[[ $uid == 65532 ]] || fail "container runs as UID ${uid:-unknown (task of $cid not found)}, not 65532"
 	deadline=$(($(date +%s) + 60))
-	until kubectl -n $ns logs "$pod" 2>/dev/null | grep -q '"level"'; do
+	# Not a pipeline: grep -q stopping at the match would end kubectl with
+	# SIGPIPE on a long log, and pipefail would fail the test.
+	until grep -q '"level"' < <(kubectl -n $ns logs "$pod" 2>/dev/null); do
 		(($(date +%s) < deadline)) || { fail "no log line from the dispatcher binary in 60 s"; break; }
 		sleep 1
 	done

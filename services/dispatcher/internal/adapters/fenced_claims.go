@@ -115,7 +115,8 @@ type SigningCache interface {
 // pipeline also reads it, right after the script call, and the cache is
 // primed with it whatever the claim answered (the read is as good
 // either way): the send then does not wait for a round trip of its own.
-// A read that failed primes nothing; the send reads the record itself.
+// A read that failed, or that came with a claim that failed, primes
+// nothing; the send reads the record itself.
 func (s *Store) ClaimFenced(ctx context.Context, id, recipient, token string, f domain.FenceRef, signing bool, now time.Time) (domain.Claim, error) {
 	c, retryAt := s.fencedClaim(id, recipient, token, f, now)
 	var primeAt time.Time

@@ -489,6 +489,10 @@ func TestClaimFencedPrimesSigningKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := NewStore(rdb, b, StoreOptions{Prefix: prefix, InflightTTL: 10 * time.Second, DoneTTL: time.Hour, Signing: secrets})
+	// Loaded first, so that no claim is sent twice (NOSCRIPT, then again).
+	if err := fencedClaimsScript.Load(ctx, rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
 	if err := fence.MarkSynced(ctx, rdb, prefix); err != nil {
 		t.Fatal(err)
 	}

@@ -132,7 +132,7 @@ func (s *Secrets) record(ctx context.Context, target uint64, now time.Time) (web
 }
 
 // Wants reports whether a record of target read now would be used (the
-// cache has none for it, or one read more than half CacheTTL ago; never
+// cache has none for it, or one read half CacheTTL ago or longer; never
 // without a cache), and the time by Secrets' clock to Prime it with: a
 // time taken before the read, so that the cache never takes the record
 // for younger than it is.
