@@ -143,29 +143,16 @@ func Load(ctx context.Context, rdb redis.Cmdable, prefix string, targetID uint64
 	if err != nil {
 		return Record{}, false, fmt.Errorf("load webhook secret of target %d from redis: %w", targetID, err)
 	}
-	rec, ok = RecordOf(m)
-	return rec, ok, nil
-}
-
-// LoadCmd is the command Load sends, for a caller that sends it itself
-// (with others in one pipeline); RecordOf reads its reply.
-func LoadCmd(ctx context.Context, prefix string, targetID uint64) *redis.MapStringStringCmd {
-	return redis.NewMapStringStringCmd(ctx, "hgetall", RedisKey(prefix, targetID))
-}
-
-// RecordOf returns the Record in m, the reply of LoadCmd; ok is false when
-// Redis had none.
-func RecordOf(m map[string]string) (rec Record, ok bool) {
 	rec, ok = recordOf(m["cur"], m["prev"], m["until"])
 	if ok {
 		rec.Version, _ = strconv.ParseInt(m["v"], 10, 64)
 	}
-	return rec, ok
+	return rec, ok, nil
 }
 
 // SigningCmd reads what signing with target's Record needs, without its
-// Version: a cheaper command for Redis and its caller than LoadCmd, for a
-// caller that sends it itself; SigningRecordOf reads its reply.
+// Version (which Load reads too), for a caller that sends it itself, with
+// other commands in one pipeline; SigningRecordOf reads its reply.
 func SigningCmd(ctx context.Context, prefix string, targetID uint64) *redis.SliceCmd {
 	return redis.NewSliceCmd(ctx, "hmget", RedisKey(prefix, targetID), "cur", "prev", "until")
 }
