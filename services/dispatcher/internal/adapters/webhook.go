@@ -185,11 +185,8 @@ func failed(attempts uint32, code int, err string) domain.Outcome {
 // reached the receiver.
 func (w *Webhook) Send(ctx context.Context, due *notiflowv1.NotificationDue, body string) (domain.Outcome, error) {
 	ep := w.endpoints.get(due.WebhookUrl, w.guard.CheckHost)
-	switch {
-	case ep.invalid != "":
-		return failed(0, 0, ep.invalid), nil
-	case ep.guard != "":
-		return failed(0, 0, ep.guard), nil
+	if ep.refused != "" {
+		return failed(0, 0, ep.refused), nil
 	}
 	payload := appendPayload(make([]byte, 0, 192+len(body)), due, body)
 	cb, release := w.breakers.get(ep.name)

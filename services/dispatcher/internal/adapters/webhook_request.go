@@ -103,10 +103,10 @@ func appendJSONString(b []byte, s string) []byte {
 
 // endpoint is what a webhook URL gives every send to it: the URL as
 // requests carry it and the breaker's endpoint name (scheme://host:port);
-// or the reason it cannot be sent to.
+// or, in refused, why it cannot be sent to (a bad URL, a refused host).
 type endpoint struct {
-	target, name   string
-	invalid, guard string // why not: a bad URL, a refused host
+	target, name string
+	refused      string
 }
 
 // maxCachedEndpoints bounds the endpoints cache; when it is full it is
@@ -145,10 +145,10 @@ func (e *endpoints) get(raw string, check func(host string) error) *endpoint {
 func parseEndpoint(raw string, check func(host string) error) *endpoint {
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
-		return &endpoint{invalid: fmt.Sprintf("invalid webhook url %q: want http(s)://host/...", redactURL(raw))}
+		return &endpoint{refused: fmt.Sprintf("invalid webhook url %q: want http(s)://host/...", redactURL(raw))}
 	}
 	if err := check(u.Hostname()); err != nil {
-		return &endpoint{guard: err.Error()}
+		return &endpoint{refused: err.Error()}
 	}
 	port := u.Port()
 	if port == "" {

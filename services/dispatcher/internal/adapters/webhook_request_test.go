@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,7 +64,7 @@ func TestEndpointsCache(t *testing.T) {
 		return nil
 	}
 	a := e.get("https://Example.com/hook?x=1", check)
-	if a.name != "https://Example.com:443" || a.target != "https://Example.com/hook?x=1" || a.invalid != "" || a.guard != "" {
+	if a.name != "https://Example.com:443" || a.target != "https://Example.com/hook?x=1" || a.refused != "" {
 		t.Fatalf("endpoint %+v", a)
 	}
 	if b := e.get("https://Example.com/hook?x=1", check); b != a || checks != 1 {
@@ -72,10 +73,10 @@ func TestEndpointsCache(t *testing.T) {
 	if p := e.get("http://[::1]:8080/x", check); p.name != "http://[::1]:8080" {
 		t.Errorf("IPv6 endpoint name %q", p.name)
 	}
-	if bad := e.get("ftp://host/x", check); bad.invalid == "" || bad.target != "" {
+	if bad := e.get("ftp://host/x", check); !strings.HasPrefix(bad.refused, "invalid webhook url") || bad.target != "" {
 		t.Errorf("ftp URL: %+v, want invalid", bad)
 	}
-	if refused := e.get("http://10.0.0.1/x", check); refused.guard != "forbidden address 10.0.0.1" {
+	if refused := e.get("http://10.0.0.1/x", check); refused.refused != "forbidden address 10.0.0.1" || refused.target != "" {
 		t.Errorf("refused host: %+v", refused)
 	}
 	for i := range maxCachedEndpoints + 1 {
