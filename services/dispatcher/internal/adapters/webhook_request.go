@@ -12,20 +12,11 @@ import (
 	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
 )
 
-// webhookPayload is the JSON body of a webhook call (appendPayload writes
-// it; the struct documents its fields and lets tests decode it).
-type webhookPayload struct {
-	NotificationID string `json:"notification_id"`
-	RecipientID    string `json:"recipient_id"`
-	TemplateID     string `json:"template_id"`
-	Body           string `json:"body"`
-	OccurrenceAt   string `json:"occurrence_at"`
-	Sequence       uint64 `json:"sequence"`
-}
-
-// appendPayload appends the webhook body of due with the rendered body:
-// the bytes Go's default encoding/json Marshal writes for the
-// webhookPayload of the same values, without its reflection.
+// appendPayload appends the webhook body of due with the rendered body,
+// a JSON object of notification_id, recipient_id, template_id, body,
+// occurrence_at (RFC 3339, UTC, up to nanoseconds) and sequence: the bytes
+// Go's default encoding/json Marshal writes for a struct of those fields
+// in that order, without its reflection.
 func appendPayload(b []byte, due *notiflowv1.NotificationDue, body string) []byte {
 	b = append(b, `{"notification_id":`...)
 	b = appendJSONString(b, due.NotificationId)

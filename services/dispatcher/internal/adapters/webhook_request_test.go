@@ -11,6 +11,17 @@ import (
 	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
 )
 
+// webhookPayload is the webhook body as encoding/json would write it, the
+// reference appendPayload is held to.
+type webhookPayload struct {
+	NotificationID string `json:"notification_id"`
+	RecipientID    string `json:"recipient_id"`
+	TemplateID     string `json:"template_id"`
+	Body           string `json:"body"`
+	OccurrenceAt   string `json:"occurrence_at"`
+	Sequence       uint64 `json:"sequence"`
+}
+
 // The webhook body is byte for byte what encoding/json writes for the
 // same values: every single byte, escapes by name, HTML characters, the
 // line and paragraph separators, invalid UTF-8 (a lone continuation
