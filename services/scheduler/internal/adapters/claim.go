@@ -318,12 +318,12 @@ func (c *Claim) dequeue(ctx context.Context, first, last time.Time, ids []any) e
 }
 
 // Finish runs the claim's second step and commits: it locks the single row
-// of outbox_claim_lock, writes one outbox row per occurrence with
+// of outbox_lock, writes one outbox row per occurrence with
 // multi-row INSERTs and commits. The unique key (target_id, occurrence_at)
 // makes a second outbox row for one occurrence impossible: a duplicate is
 // skipped, whoever claims it. On error the claim is rolled back.
 //
-// The outbox_claim_lock row serialises every outbox writer (several claims
+// The outbox_lock row serialises every outbox writer (several claims
 // of this process, a paused former lock holder): rows are inserted and
 // committed under it, so outbox rows commit in id order, and a reader that
 // holds the row in share mode sees no writer half way (see CommittedUpTo).
@@ -332,7 +332,7 @@ func (c *Claim) Finish(ctx context.Context) (domain.ClaimResult, error) {
 	defer func() { _ = c.tx.Rollback() }() // no-op after Commit
 	var res domain.ClaimResult
 	var one int
-	if err := c.tx.QueryRowContext(ctx, `SELECT id FROM outbox_claim_lock WHERE id = 1 FOR UPDATE`).Scan(&one); err != nil {
+	if err := c.tx.QueryRowContext(ctx, `SELECT id FROM outbox_lock WHERE id = 1 FOR UPDATE`).Scan(&one); err != nil {
 		return res, fmt.Errorf("claim: lock the outbox for writing: %w", err)
 	}
 	inserted, err := insertOutbox(ctx, c.tx, c.due, c.advances, c.now)

@@ -284,6 +284,47 @@ var migrations = []mysqlx.Migration{
 			return dropIndex("webhook_secrets", "idx_webhook_secrets_updated")(ctx, conn)
 		},
 	},
+	{
+		// Notification ids in occurrence order (domain.NotificationID)
+		// for the outbox rows after outbox_relay.ordered_ids_after; the
+		// rows up to it keep the hashed ids they were, or may have been,
+		// published with (domain.HashedNotificationID), so a row published
+		// before the upgrade and again after it keeps its id. The claim
+		// lock's table is renamed first: a scheduler built before this
+		// version can then neither claim nor relay (it finds no
+		// outbox_claim_lock and retries), so no row after the cutoff is
+		// ever published with the old id. See orderedIDs.
+		Version: 11,
+		Name:    "ordered notification ids",
+		Then:    orderedIDs,
+	},
+}
+
+// orderedIDs is migration 11. Each step is idempotent, so a migration
+// stopped half-way runs again: the lock table renamed (if not yet), the
+// cutoff column added (if not yet) and set to the highest outbox id once
+// no older scheduler can write one (if not set yet).
+func orderedIDs(ctx context.Context, conn *sql.Conn) error {
+	var n int
+	if err := conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.TABLES
+		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'outbox_claim_lock'`).Scan(&n); err != nil {
+		return fmt.Errorf("look up outbox_claim_lock: %w", err)
+	}
+	if n > 0 {
+		// Waits for the claims and relay reads that hold its row.
+		if _, err := conn.ExecContext(ctx, `RENAME TABLE outbox_claim_lock TO outbox_lock`); err != nil {
+			return fmt.Errorf("rename outbox_claim_lock: %w", err)
+		}
+	}
+	if err := addColumns(ctx, conn, "outbox_relay", "ordered_ids_after BIGINT UNSIGNED NULL"); err != nil {
+		return err
+	}
+	if _, err := conn.ExecContext(ctx, `UPDATE outbox_relay
+		SET ordered_ids_after = (SELECT COALESCE(MAX(id), 0) FROM outbox)
+		WHERE id = 1 AND ordered_ids_after IS NULL`); err != nil {
+		return fmt.Errorf("set outbox_relay.ordered_ids_after: %w", err)
+	}
+	return nil
 }
 
 // hasColumn reports whether table of the current database has column.

@@ -128,3 +128,57 @@ func TestMigrateMarksOneShotEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestMigrateOrdersNewIDsOnly takes a database back to version 10 (the
+// claim lock's old table, no cutoff) with an outbox row: version 11
+// renames the lock's table, so that an older scheduler's claim or relay
+// fails, and starts ordered ids after that row, which keeps the hashed id
+// it may have been published with; a row claimed after gets an ordered one.
+func TestMigrateOrdersNewIDsOnly(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	ctx := context.Background()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	ids, err := s.CreateTargets(ctx, []domain.Target{oneShot(t, "a", now), oneShot(t, "b", now)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	insertRow := func(target int64) string {
+		return fmt.Sprintf(`INSERT INTO outbox (target_id, occurrence_at, created_at) VALUES (%d, '2026-03-01 12:00:00', '2026-03-01 12:00:00')`, target)
+	}
+	mustExec(t, s.DB(),
+		`RENAME TABLE outbox_lock TO outbox_claim_lock`,
+		`ALTER TABLE outbox_relay DROP COLUMN ordered_ids_after`,
+		`DELETE FROM schema_migrations WHERE version = 11`,
+		insertRow(ids[0]))
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// What a scheduler built before version 11 runs to claim or relay.
+	var one int
+	if err := s.DB().QueryRowContext(ctx, `SELECT id FROM outbox_claim_lock WHERE id = 1`).Scan(&one); err == nil {
+		t.Fatal("outbox_claim_lock still answers: an older scheduler could still claim and relay")
+	}
+	mustExec(t, s.DB(), insertRow(ids[1]))
+	if err := s.Migrate(ctx); err != nil { // and again: a no-op, the cutoff stays
+		t.Fatal(err)
+	}
+	upTo, err := s.CommittedUpTo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := s.Unpublished(ctx, 0, upTo, 10)
+	if err != nil || len(ns) != 2 {
+		t.Fatalf("unpublished = %d rows, %v; want 2", len(ns), err)
+	}
+	for i, mk := range []func(int64, time.Time, time.Time) string{domain.HashedNotificationID, domain.NotificationID} {
+		var created time.Time
+		if err := s.DB().QueryRowContext(ctx, `SELECT created_at FROM notification_targets WHERE id = ?`, ids[i]).Scan(&created); err != nil {
+			t.Fatal(err)
+		}
+		n := ns[i]
+		if want := mk(ids[i], created, n.OccurrenceAt); n.TargetID != ids[i] || n.ID != want {
+			t.Errorf("row %d: target %d id %s, want target %d id %s", i, n.TargetID, n.ID, ids[i], want)
+		}
+	}
+}

@@ -24,7 +24,7 @@ func (s *MySQLStore) PublishedUpTo(ctx context.Context) (uint64, error) {
 // any read that starts after CommittedUpTo returns, whatever the database
 // shows of transactions still committing when a read's snapshot is taken.
 //
-// It holds the outbox_claim_lock row in share mode in a short READ
+// It holds the outbox_lock row in share mode in a short READ
 // COMMITTED transaction while it reads MAX(id). Every outbox writer inserts
 // and commits under that row's exclusive lock (see Finish), so while the
 // share lock is held no writer is between its first insert and its
@@ -39,8 +39,8 @@ func (s *MySQLStore) CommittedUpTo(ctx context.Context) (uint64, error) {
 	}
 	defer func() { _ = tx.Rollback() }()
 	var one int
-	if err := tx.QueryRowContext(ctx, `SELECT id FROM outbox_claim_lock WHERE id = 1 LOCK IN SHARE MODE`).Scan(&one); err != nil {
-		return 0, fmt.Errorf("read the committed outbox end: share the claim lock: %w", err)
+	if err := tx.QueryRowContext(ctx, `SELECT id FROM outbox_lock WHERE id = 1 LOCK IN SHARE MODE`).Scan(&one); err != nil {
+		return 0, fmt.Errorf("read the committed outbox end: share the outbox lock: %w", err)
 	}
 	var hi uint64
 	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM outbox`).Scan(&hi); err != nil {
@@ -55,7 +55,10 @@ func (s *MySQLStore) CommittedUpTo(ctx context.Context) (uint64, error) {
 // Unpublished returns up to limit outbox rows with afterID < id <= upTo,
 // in id order, as notifications (joined with their targets) whose
 // Sequence is the outbox id and whose SecretRequired says whether the
-// target has a webhook signing secret. TargetVersion is the version the
+// target has a webhook signing secret. A row's ID is
+// domain.NotificationID, or domain.HashedNotificationID for a row at or
+// below outbox_relay.ordered_ids_after (claimed before ids were ordered:
+// migration 11), so a row published again keeps its id. TargetVersion is the version the
 // row was claimed under: a row at or below the target's fence_outbox_id
 // was claimed before the target's last change, so it gets a version below
 // the current one (see UpdateTarget). With upTo from CommittedUpTo, the rows
@@ -65,9 +68,10 @@ func (s *MySQLStore) Unpublished(ctx context.Context, afterID, upTo uint64, limi
 	rows, err := s.db.QueryContext(ctx, `SELECT o.id, o.target_id, o.occurrence_at, o.run_id, o.created_at,
 			IF(o.id <= t.fence_outbox_id, t.version - 1, t.version),
 			t.created_at, t.recipient_id, t.channel, t.webhook_url, t.template_id, t.params,
-			s.target_id IS NOT NULL
+			s.target_id IS NOT NULL, o.id > COALESCE(r.ordered_ids_after, ~0)
 		FROM outbox o JOIN notification_targets t ON t.id = o.target_id
 		LEFT JOIN webhook_secrets s ON s.target_id = o.target_id
+		JOIN outbox_relay r ON r.id = 1
 		WHERE o.id > ? AND o.id <= ? ORDER BY o.id LIMIT ?`, afterID, upTo, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read unpublished outbox rows: %w", err)
@@ -80,12 +84,17 @@ func (s *MySQLStore) Unpublished(ctx context.Context, afterID, upTo uint64, limi
 			targetCreated time.Time
 			ch            string
 			url, runID    sql.NullString
+			ordered       bool
 		)
 		if err := rows.Scan(&n.Sequence, &n.TargetID, &n.OccurrenceAt, &runID, &n.CreatedAt, &n.TargetVersion,
-			&targetCreated, &n.RecipientID, &ch, &url, &n.TemplateID, &n.Params, &n.SecretRequired); err != nil {
+			&targetCreated, &n.RecipientID, &ch, &url, &n.TemplateID, &n.Params, &n.SecretRequired, &ordered); err != nil {
 			return nil, fmt.Errorf("read unpublished outbox row: %w", err)
 		}
-		n.ID = domain.NotificationID(n.TargetID, targetCreated, n.OccurrenceAt)
+		if ordered {
+			n.ID = domain.NotificationID(n.TargetID, targetCreated, n.OccurrenceAt)
+		} else {
+			n.ID = domain.HashedNotificationID(n.TargetID, targetCreated, n.OccurrenceAt)
+		}
 		n.DueAt = n.OccurrenceAt
 		n.Channel, n.WebhookURL, n.RunID = domain.Channel(ch), url.String, runID.String
 		out = append(out, n)

@@ -2,6 +2,8 @@ package domain
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -155,22 +157,56 @@ func TestNewTargetValidation(t *testing.T) {
 func TestNotificationID(t *testing.T) {
 	t.Parallel()
 	created, at := utc("2026-01-01T00:00:00.000001Z"), utc("2026-03-08T13:00:00Z")
-	id := NotificationID(42, created, at)
-	if len(id) != 36 || id[14] != '8' || !strings.ContainsAny(id[19:20], "89ab") {
-		t.Fatalf("id %q is not a version 8 UUID", id)
-	}
-	if again := NotificationID(42, created, at); again != id {
-		t.Fatalf("not deterministic: %s then %s", id, again)
-	}
-	seen := map[string]bool{id: true}
-	for _, other := range []string{
-		NotificationID(43, created, at),
-		NotificationID(42, created.Add(time.Microsecond), at),
-		NotificationID(42, created, at.Add(time.Microsecond)),
+	for name, mk := range map[string]func(int64, time.Time, time.Time) string{
+		"ordered": NotificationID, "hashed": HashedNotificationID,
 	} {
-		if seen[other] {
-			t.Fatalf("collision: %s", other)
+		id := mk(42, created, at)
+		if len(id) != 36 || id[14] != '8' || !strings.ContainsAny(id[19:20], "89ab") {
+			t.Fatalf("%s: id %q is not a version 8 UUID", name, id)
 		}
-		seen[other] = true
+		if again := mk(42, created, at); again != id {
+			t.Fatalf("%s: not deterministic: %s then %s", name, id, again)
+		}
+		seen := map[string]bool{id: true}
+		for _, other := range []string{
+			mk(43, created, at),
+			mk(42+1<<32, created, at), // the same low 32 bits
+			mk(42, created.Add(time.Microsecond), at),
+			mk(42, created, at.Add(time.Microsecond)), // the same millisecond
+		} {
+			if seen[other] {
+				t.Fatalf("%s: collision: %s", name, other)
+			}
+			seen[other] = true
+		}
+	}
+}
+
+// Ids sort by occurrence time, then by target id (its low 32 bits), as
+// claims make them: the sink's unique index takes them in order.
+func TestNotificationIDOrder(t *testing.T) {
+	t.Parallel()
+	created, at := utc("2026-01-01T00:00:00.000001Z"), utc("2026-03-08T13:00:00Z")
+	var ids []string
+	for _, occ := range []time.Time{at, at.Add(time.Millisecond), at.Add(time.Hour), at.AddDate(1, 0, 0)} {
+		for _, target := range []int64{1, 2, 255, 256, 1<<14 - 1, 1 << 14, 1<<20 - 1, 1 << 20, 1<<28 + 5, 1<<32 - 1} {
+			ids = append(ids, NotificationID(target, created, occ))
+		}
+	}
+	if !slices.IsSorted(ids) {
+		t.Fatalf("ids out of order:\n%s", strings.Join(ids, "\n"))
+	}
+	if got, want := NotificationID(42, created, at)[:13], fmt.Sprintf("%08x-%04x", at.UnixMilli()>>16, at.UnixMilli()&0xffff); got != want {
+		t.Fatalf("id starts %s, want the occurrence's milliseconds %s", got, want)
+	}
+}
+
+// The hashed id is the one made before ids were ordered: rows claimed
+// before the upgrade keep it (the relay's outbox_relay.ordered_ids_after).
+func TestHashedNotificationIDUnchanged(t *testing.T) {
+	t.Parallel()
+	created, at := utc("2026-01-01T00:00:00.000001Z"), utc("2026-03-08T13:00:00Z")
+	if got, want := HashedNotificationID(42, created, at), "0b5efa06-d300-8ea9-a720-88d99fc0d5dc"; got != want {
+		t.Fatalf("hashed id %s, want %s", got, want)
 	}
 }

@@ -30,19 +30,33 @@ func benchRows() int {
 	return 50_000
 }
 
-func benchBatches(n, size int) [][]domain.Row { return benchBatchesInbox(n, size, 0, false) }
+func benchBatches(n, size int) [][]domain.Row { return benchBatchesInbox(n, size, 0, keyOrder) }
+
+// rowShape is how benchBatchesInbox shapes its rows.
+type rowShape int
+
+const (
+	// keyOrder: row j has notification id 01J8Z3-<j>-bench (ids in the
+	// table's key order) and recipient user-<j mod 500, five digits>.
+	keyOrder rowShape = iota
+	// fanOut: rows shaped like make bench's fan-out: each id a version 8
+	// UUID that starts with its occurrence's Unix milliseconds, then bits
+	// of a SHA-256 of j, so ids sort by occurrence as the scheduler's
+	// notification ids do (domain.NotificationID there), and ten rows per
+	// recipient, recipient bench-run-<j mod n/10> (unpadded, as a
+	// benchmark run's recipients).
+	fanOut
+	// fanOutHashed: fanOut with ids of SHA-256 bits alone, in no order
+	// (domain.HashedNotificationID: the scheduler's ids before they were
+	// ordered).
+	fanOutHashed
+)
 
 // benchBatchesInbox is benchBatches with every inboxEvery-th row (none
-// when 0) of channel inbox. Without fanOut, row j has notification id
-// 01J8Z3-<j>-bench (ids in the table's key order) and recipient
-// user-<j mod 500, five digits>; with it, rows are shaped like make
-// bench's fan-out: each row's id a version 8 UUID of a SHA-256 of j, in no
-// order, as the scheduler's notification ids (domain.NotificationID
-// there), and ten rows per recipient, recipient bench-run-<j mod n/10>
-// (unpadded, as a benchmark run's recipients).
-func benchBatchesInbox(n, size, inboxEvery int, fanOut bool) [][]domain.Row {
+// when 0) of channel inbox, shaped as shape says.
+func benchBatchesInbox(n, size, inboxEvery int, shape rowShape) [][]domain.Row {
 	recipients := 500
-	if fanOut {
+	if shape != keyOrder {
 		recipients = max(n/10, 1)
 	}
 	var out [][]domain.Row
@@ -51,8 +65,8 @@ func benchBatchesInbox(n, size, inboxEvery int, fanOut bool) [][]domain.Row {
 		for j := i; j < min(i+size, n); j++ {
 			at := base.Add(time.Duration(j) * time.Millisecond)
 			id, recipient := fmt.Sprintf("01J8Z3-%010d-bench", j), fmt.Sprintf("user-%05d", j%recipients)
-			if fanOut {
-				id, recipient = hashedID(j), "bench-run-"+strconv.Itoa(j%recipients)
+			if shape != keyOrder {
+				id, recipient = fanOutID(j, at, shape == fanOutHashed), "bench-run-"+strconv.Itoa(j%recipients)
 			}
 			rs = append(rs, &domain.Result{
 				NotificationID: id, TargetID: uint64(j), OccurrenceAt: at,
@@ -74,11 +88,18 @@ func benchBatchesInbox(n, size, inboxEvery int, fanOut bool) [][]domain.Row {
 	return out
 }
 
-// hashedID is row j's notification id in the fan-out shape: the first 16
-// bytes of SHA-256(j) as a version 8 UUID.
-func hashedID(j int) string {
+// fanOutID is row j's notification id in the fan-out shapes: the first
+// 16 bytes of SHA-256(j) as a version 8 UUID, its first 6 replaced with
+// the Unix milliseconds of at unless hashed.
+func fanOutID(j int, at time.Time, hashed bool) string {
 	sum := sha256.Sum256(strconv.AppendInt(nil, int64(j), 10))
 	u := sum[:16]
+	if !hashed {
+		ms := uint64(at.UnixMilli())
+		for k := range 6 {
+			u[k] = byte(ms >> (40 - 8*k))
+		}
+	}
 	u[6] = u[6]&0x0f | 0x80 // version 8
 	u[8] = u[8]&0x3f | 0x80 // variant 10
 	h := hex.EncodeToString(u)
@@ -237,9 +258,11 @@ func measureWrites(b *testing.B, s *Store, batches [][]domain.Row, conns int, fn
 // alternate -count runs.
 //
 // The fan-out/ cases write rows shaped like make bench's fan-out
-// (benchBatchesInbox): notification ids in no order, ten rows per
-// recipient. Comparing their cost per row at NOTIFLOW_BENCH_ROWS=100000
-// and 1000000 shows which index makes a row of a larger table cost more.
+// (benchBatchesInbox): notification ids in occurrence order as the
+// scheduler makes them, or, for fan-out/hashed-ids, in no order (the
+// scheduler's ids before they were ordered); ten rows per recipient.
+// Comparing their cost per row at NOTIFLOW_BENCH_ROWS=100000 and 1000000
+// shows which index makes a row of a larger table cost more.
 func BenchmarkUpsertSchemaCost(b *testing.B) {
 	const (
 		dropUnique    = "ALTER TABLE notifications DROP INDEX uq_notifications_notification"
@@ -258,18 +281,19 @@ func BenchmarkUpsertSchemaCost(b *testing.B) {
 		name       string
 		change     []string
 		inboxEvery int
-		fanOut     bool
+		shape      rowShape
 		write      func(*Store, context.Context, []domain.Row) error
 	}{
-		{"as-migrated", nil, 0, false, (*Store).Upsert},
-		{"without-unique-notification-id", []string{dropUnique}, 0, false, (*Store).Upsert},
-		{"without-recipient-index", []string{dropRecipient}, 0, false, (*Store).Upsert},
-		{"with-version-3-inbox-index-and-trigger", version3, 0, false, (*Store).Upsert},
-		{"as-migrated/inbox-third", nil, 3, false, (*Store).Upsert},
-		{"with-version-3-inbox-index-and-trigger/inbox-third", version3, 3, false, (*Store).upsertVersion3},
-		{"fan-out/as-migrated", nil, 0, true, (*Store).Upsert},
-		{"fan-out/without-unique-notification-id", []string{dropUnique}, 0, true, (*Store).Upsert},
-		{"fan-out/without-recipient-index", []string{dropRecipient}, 0, true, (*Store).Upsert},
+		{"as-migrated", nil, 0, keyOrder, (*Store).Upsert},
+		{"without-unique-notification-id", []string{dropUnique}, 0, keyOrder, (*Store).Upsert},
+		{"without-recipient-index", []string{dropRecipient}, 0, keyOrder, (*Store).Upsert},
+		{"with-version-3-inbox-index-and-trigger", version3, 0, keyOrder, (*Store).Upsert},
+		{"as-migrated/inbox-third", nil, 3, keyOrder, (*Store).Upsert},
+		{"with-version-3-inbox-index-and-trigger/inbox-third", version3, 3, keyOrder, (*Store).upsertVersion3},
+		{"fan-out/as-migrated", nil, 0, fanOut, (*Store).Upsert},
+		{"fan-out/hashed-ids", nil, 0, fanOutHashed, (*Store).Upsert},
+		{"fan-out/without-unique-notification-id", []string{dropUnique}, 0, fanOut, (*Store).Upsert},
+		{"fan-out/without-recipient-index", []string{dropRecipient}, 0, fanOut, (*Store).Upsert},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			s, err := Open(context.Background(), testkit.MySQLDSN(b), Options{MaxConns: 2, PreparedRows: 200})
@@ -285,7 +309,7 @@ func BenchmarkUpsertSchemaCost(b *testing.B) {
 					b.Fatalf("%s: %v", q, err)
 				}
 			}
-			measureWrites(b, s, benchBatchesInbox(n, 200, tc.inboxEvery, tc.fanOut), 2, tc.write)
+			measureWrites(b, s, benchBatchesInbox(n, 200, tc.inboxEvery, tc.shape), 2, tc.write)
 		})
 	}
 }
