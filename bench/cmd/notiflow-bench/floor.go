@@ -25,7 +25,7 @@ const (
 // floor writes at once: the sink's flush concurrency
 // (NOTIFLOW_FLUSH_CONCURRENCY, read from the environment the sink
 // inherits, else its default). The outbox is written by one: the claims'
-// outbox writes are serialised (the scheduler's outbox_claim_lock).
+// outbox writes are serialised (the scheduler's outbox_lock).
 func floorSinkWriters() int {
 	if n, err := strconv.Atoi(os.Getenv("NOTIFLOW_FLUSH_CONCURRENCY")); err == nil && n > 0 {
 		return n

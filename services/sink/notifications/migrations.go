@@ -24,7 +24,7 @@ var migrations = []mysqlx.Migration{
 		Name:    "notifications",
 		Stmts: []string{
 			// id orders rows by insertion and keeps the clustered index
-			// append-only; notification_id (random) is a secondary unique key.
+			// append-only; notification_id (derived from the occurrence) is a secondary unique key.
 			// from_duplicate = 1 while the row only reflects duplicate
 			// results (see domain.Merge). persisted_at is set by the server
 			// at insert and never updated: the benchmark's end-to-end latency

@@ -288,12 +288,14 @@ var migrations = []mysqlx.Migration{
 		// Notification ids in occurrence order (domain.NotificationID)
 		// for the outbox rows after outbox_relay.ordered_ids_after; the
 		// rows up to it keep the hashed ids they were, or may have been,
-		// published with (domain.HashedNotificationID), so a row published
-		// before the upgrade and again after it keeps its id. The claim
-		// lock's table is renamed first: a scheduler built before this
-		// version can then neither claim nor relay (it finds no
-		// outbox_claim_lock and retries), so no row after the cutoff is
-		// ever published with the old id. See orderedIDs.
+		// published with (domain.HashedNotificationID), so a row an older
+		// scheduler published and a current one publishes again keeps
+		// its id. The outbox lock's table is renamed first: a scheduler
+		// built for version 6 to 10 can then neither claim nor relay (it
+		// finds no outbox_claim_lock and retries), so no row after the
+		// cutoff is ever published with a hashed id. (One built for
+		// version 5 or below relays without that lock: the README says to
+		// stop it first.) See orderedIDs.
 		Version: 11,
 		Name:    "ordered notification ids",
 		Then:    orderedIDs,

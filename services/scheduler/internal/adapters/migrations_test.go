@@ -182,3 +182,93 @@ func TestMigrateOrdersNewIDsOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestMigrateWaitsForAClaimInFlight runs version 11 while a claim of a
+// scheduler built for version 10 holds the old lock and has written its
+// outbox row: the rename waits for that claim, so the cutoff covers its
+// row, which keeps its hashed id. Without a cutoff (a migration stopped
+// before setting it), every row keeps its hashed id.
+func TestMigrateWaitsForAClaimInFlight(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	ctx := context.Background()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	ids, err := s.CreateTargets(ctx, []domain.Target{oneShot(t, "a", now)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, s.DB(),
+		`RENAME TABLE outbox_lock TO outbox_claim_lock`,
+		`ALTER TABLE outbox_relay DROP COLUMN ordered_ids_after`,
+		`DELETE FROM schema_migrations WHERE version = 11`)
+	tx, err := s.DB().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	var one int
+	if err := tx.QueryRowContext(ctx, `SELECT id FROM outbox_claim_lock WHERE id = 1 FOR UPDATE`).Scan(&one); err != nil {
+		t.Fatal(err)
+	}
+	res, err := tx.ExecContext(ctx, `INSERT INTO outbox (target_id, occurrence_at, created_at) VALUES (?, ?, ?)`, ids[0], now, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rowID, _ := res.LastInsertId()
+	done := make(chan error, 1)
+	go func() { done <- s.Migrate(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var waiting int
+		if err := s.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.PROCESSLIST
+			WHERE INFO LIKE 'RENAME TABLE outbox_claim_lock%'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the migration ended (%v) while a claim held the old lock", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the migration never reached its rename")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the migration did not finish after the claim committed")
+	}
+	var cutoff int64
+	if err := s.DB().QueryRowContext(ctx, `SELECT ordered_ids_after FROM outbox_relay WHERE id = 1`).Scan(&cutoff); err != nil || cutoff != rowID {
+		t.Fatalf("cutoff %d (%v), want the in-flight claim's row %d", cutoff, err, rowID)
+	}
+	var created time.Time
+	if err := s.DB().QueryRowContext(ctx, `SELECT created_at FROM notification_targets WHERE id = ?`, ids[0]).Scan(&created); err != nil {
+		t.Fatal(err)
+	}
+	hashed := domain.HashedNotificationID(ids[0], created, now)
+	check := func(when string) {
+		t.Helper()
+		upTo, err := s.CommittedUpTo(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns, err := s.Unpublished(ctx, 0, upTo, 10)
+		if err != nil || len(ns) != 1 || ns[0].ID != hashed {
+			t.Fatalf("%s: unpublished %+v (%v), want one row with the hashed id %s", when, ns, err, hashed)
+		}
+	}
+	check("after the migration")
+	mustExec(t, s.DB(), `UPDATE outbox_relay SET ordered_ids_after = NULL WHERE id = 1`)
+	check("without a cutoff")
+}

@@ -57,11 +57,11 @@ func (s *MySQLStore) CommittedUpTo(ctx context.Context) (uint64, error) {
 // Sequence is the outbox id and whose SecretRequired says whether the
 // target has a webhook signing secret. A row's ID is
 // domain.NotificationID, or domain.HashedNotificationID for a row at or
-// below outbox_relay.ordered_ids_after (claimed before ids were ordered:
-// migration 11), so a row published again keeps its id. TargetVersion is the version the
-// row was claimed under: a row at or below the target's fence_outbox_id
-// was claimed before the target's last change, so it gets a version below
-// the current one (see UpdateTarget). With upTo from CommittedUpTo, the rows
+// below outbox_relay.ordered_ids_after (claimed under schema version 10
+// or below: migration 11), so a row published again keeps its id.
+// TargetVersion is the version the row was claimed under: a row at or
+// below the target's fence_outbox_id was claimed before the target's last
+// change, so it gets a version below the current one (see UpdateTarget). With upTo from CommittedUpTo, the rows
 // returned are all the rows in their id range that will ever exist: a
 // cursor moved past them never skips a row.
 func (s *MySQLStore) Unpublished(ctx context.Context, afterID, upTo uint64, limit int) ([]domain.Notification, error) {

@@ -41,11 +41,11 @@ func NotificationID(targetID int64, targetCreatedAt, occurrenceAt time.Time) str
 	return formatUUID(u[:])
 }
 
-// HashedNotificationID is the id NotificationID gave before ids were
-// ordered: a version 8 UUID of the first 16 bytes of that SHA-256. The
-// relay still gives it to outbox rows claimed before the schema that
-// orders ids (see the scheduler's README), so that a row published
-// before an upgrade and again after it keeps its id.
+// HashedNotificationID is a version 8 UUID of the first 16 bytes of the
+// same SHA-256: the id of an outbox row at or below
+// outbox_relay.ordered_ids_after, a row claimed under schema version 10
+// or below, which may have been published with it (see the scheduler's
+// README); published again, it keeps that id.
 func HashedNotificationID(targetID int64, targetCreatedAt, occurrenceAt time.Time) string {
 	sum := occurrenceHash(targetID, targetCreatedAt, occurrenceAt)
 	u := sum[:16]

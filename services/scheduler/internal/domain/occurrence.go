@@ -68,8 +68,10 @@ func (t Target) Advance(now time.Time, p MissedPolicy) Advance {
 // Notification is one due occurrence of a target as it is published: the
 // outbox row (occurrence, claim time, sequence) with the target's content.
 type Notification struct {
-	// ID is unique per occurrence (see NotificationID); it stays the same
-	// on every re-publish and is the deduplication key downstream.
+	// ID is unique per occurrence (NotificationID, or HashedNotificationID
+	// for an outbox row at or below outbox_relay.ordered_ids_after); it
+	// stays the same on every re-publish and is the deduplication key
+	// downstream.
 	ID           string
 	TargetID     int64
 	RecipientID  string
@@ -90,22 +92,4 @@ type Notification struct {
 	// SecretRequired: the target has its own webhook signing secret, so
 	// the dispatcher must sign with it (NotificationDue.webhook_secret_required).
 	SecretRequired bool
-}
-
-// NewNotification is the occurrence at of t, claimed at now. The
-// occurrence time is also its due time.
-func NewNotification(t Target, at, now time.Time) Notification {
-	return Notification{
-		ID:           NotificationID(t.ID, t.CreatedAt, at),
-		TargetID:     t.ID,
-		RecipientID:  t.RecipientID,
-		Channel:      t.Channel,
-		WebhookURL:   t.WebhookURL,
-		TemplateID:   t.TemplateID,
-		Params:       t.Params,
-		DueAt:        at,
-		OccurrenceAt: at,
-		RunID:        t.RunID,
-		CreatedAt:    now,
-	}
 }

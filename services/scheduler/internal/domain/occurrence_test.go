@@ -201,8 +201,8 @@ func TestNotificationIDOrder(t *testing.T) {
 	}
 }
 
-// The hashed id is the one made before ids were ordered: rows claimed
-// before the upgrade keep it (the relay's outbox_relay.ordered_ids_after).
+// The hashed id is the one outbox rows at or below
+// outbox_relay.ordered_ids_after keep: it must not change.
 func TestHashedNotificationIDUnchanged(t *testing.T) {
 	t.Parallel()
 	created, at := utc("2026-01-01T00:00:00.000001Z"), utc("2026-03-08T13:00:00Z")

@@ -47,8 +47,8 @@ const (
 	// benchmark run's recipients).
 	fanOut
 	// fanOutHashed: fanOut with ids of SHA-256 bits alone, in no order
-	// (domain.HashedNotificationID: the scheduler's ids before they were
-	// ordered).
+	// (domain.HashedNotificationID: the ids of outbox rows claimed under
+	// the scheduler's schema version 10 or below).
 	fanOutHashed
 )
 
@@ -260,7 +260,8 @@ func measureWrites(b *testing.B, s *Store, batches [][]domain.Row, conns int, fn
 // The fan-out/ cases write rows shaped like make bench's fan-out
 // (benchBatchesInbox): notification ids in occurrence order as the
 // scheduler makes them, or, for fan-out/hashed-ids, in no order (the
-// scheduler's ids before they were ordered); ten rows per recipient.
+// hashed ids of rows claimed under the scheduler's schema version 10 or
+// below); ten rows per recipient.
 // Comparing their cost per row at NOTIFLOW_BENCH_ROWS=100000 and 1000000
 // shows which index makes a row of a larger table cost more.
 func BenchmarkUpsertSchemaCost(b *testing.B) {
