@@ -61,9 +61,10 @@ func (s *MySQLStore) CommittedUpTo(ctx context.Context) (uint64, error) {
 // or below: migration 11), so a row published again keeps its id.
 // TargetVersion is the version the row was claimed under: a row at or
 // below the target's fence_outbox_id was claimed before the target's last
-// change, so it gets a version below the current one (see UpdateTarget). With upTo from CommittedUpTo, the rows
-// returned are all the rows in their id range that will ever exist: a
-// cursor moved past them never skips a row.
+// change, so it gets a version below the current one (see UpdateTarget).
+// With upTo from CommittedUpTo, the rows returned are all the rows in
+// their id range that will ever exist: a cursor moved past them never
+// skips a row.
 func (s *MySQLStore) Unpublished(ctx context.Context, afterID, upTo uint64, limit int) ([]domain.Notification, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT o.id, o.target_id, o.occurrence_at, o.run_id, o.created_at,
 			IF(o.id <= t.fence_outbox_id, t.version - 1, t.version),

@@ -9,7 +9,8 @@ import (
 
 // NotificationID is the id of the occurrence at of a target: a UUID
 // (RFC 9562 version 8) laid out like a version 7 one, so that ids sort by
-// occurrence time and, within one millisecond, by target id:
+// occurrence time and, within one millisecond, by the low 32 bits of the
+// target id:
 //
 //	48 bits  the occurrence time, Unix milliseconds
 //	 4 bits  the version (8)
