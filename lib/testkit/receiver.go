@@ -15,16 +15,16 @@ import (
 
 // Call is one webhook request a Receiver got.
 type Call struct {
-	NotificationID string `json:"notification_id"`
-	RecipientID    string `json:"recipient_id"`
-	TemplateID     string `json:"template_id"`
-	Body           string `json:"body"`
-	OccurrenceAt   string `json:"occurrence_at"`
-	Sequence       uint64 `json:"sequence"`
-	IdempotencyKey string `json:"-"`
-	Path           string `json:"-"`
-	Status         int    `json:"-"` // what the receiver answered
-	At             time.Time
+	NotificationID string    `json:"notification_id"`
+	RecipientID    string    `json:"recipient_id"`
+	TemplateID     string    `json:"template_id"`
+	Body           string    `json:"body"`
+	OccurrenceAt   string    `json:"occurrence_at"`
+	Sequence       uint64    `json:"sequence"`
+	IdempotencyKey string    `json:"-"`
+	Path           string    `json:"-"`
+	Status         int       `json:"-"` // what the receiver answered
+	At             time.Time `json:"-"` // when it arrived
 	// Header and Raw are the request's headers and body as received.
 	Header http.Header `json:"-"`
 	Raw    []byte      `json:"-"`

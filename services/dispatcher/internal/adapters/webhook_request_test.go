@@ -8,19 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/notiflow/notiflow/lib/testkit"
 	notiflowv1 "github.com/notiflow/notiflow/proto/notiflow/v1"
 )
-
-// webhookPayload is the webhook body as encoding/json would write it, the
-// reference appendPayload is held to.
-type webhookPayload struct {
-	NotificationID string `json:"notification_id"`
-	RecipientID    string `json:"recipient_id"`
-	TemplateID     string `json:"template_id"`
-	Body           string `json:"body"`
-	OccurrenceAt   string `json:"occurrence_at"`
-	Sequence       uint64 `json:"sequence"`
-}
 
 // The webhook body is byte for byte what encoding/json writes for the
 // same values: every single byte, escapes by name, HTML characters, the
@@ -48,7 +38,9 @@ func TestAppendPayloadIsEncodingJSON(t *testing.T) {
 		due := &notiflowv1.NotificationDue{NotificationId: s, RecipientId: strs[(i+1)%len(strs)], TemplateId: strs[(i+7)%len(strs)],
 			OccurrenceAtUs: at.Add(time.Duration(i) * time.Second).UnixMicro(), Sequence: uint64(i) * 1e15}
 		body := strs[(i+13)%len(strs)]
-		want, err := json.Marshal(webhookPayload{
+		// The body as encoding/json writes the fields a receiver reads
+		// (testkit.Call: the others are not part of the body).
+		want, err := json.Marshal(testkit.Call{
 			NotificationID: due.NotificationId, RecipientID: due.RecipientId, TemplateID: due.TemplateId, Body: body,
 			OccurrenceAt: time.UnixMicro(due.OccurrenceAtUs).UTC().Format(time.RFC3339Nano), Sequence: due.Sequence,
 		})
