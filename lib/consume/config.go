@@ -68,6 +68,7 @@ const (
 	DefaultBatchConcurrency        = 1
 	DefaultMaxValueBytes           = 1_000_000
 	DefaultInlineBelow             = 20 * time.Microsecond
+	DefaultFetchMinBytes           = 1
 	DefaultFetchMaxBytes           = 4 << 20
 	DefaultFetchMaxWait            = 250 * time.Millisecond
 	DefaultSessionTimeout          = 10 * time.Second
@@ -156,7 +157,17 @@ type Config struct {
 	// default message limit).
 	MaxValueBytes int
 
-	FetchMaxBytes     int
+	// FetchMinBytes is the least data the broker gathers for one fetch
+	// of a partition before it answers, unless FetchMaxWait passes first.
+	// Default 1: answer as soon as a record is there, for the least
+	// latency. A larger value trades up to FetchMaxWait of latency for
+	// fewer, fuller fetches of a partition fed in small batches (the
+	// broker's work follows its requests more than its records). At most
+	// FetchMaxBytes.
+	FetchMinBytes int
+	FetchMaxBytes int
+	// FetchMaxWait is how long the broker may hold a fetch waiting for
+	// FetchMinBytes.
 	FetchMaxWait      time.Duration
 	SessionTimeout    time.Duration
 	HeartbeatInterval time.Duration
@@ -185,6 +196,7 @@ func (c *Config) setDefaults() {
 	setDefault(&c.BatchConcurrency, DefaultBatchConcurrency)
 	setDefault(&c.MaxValueBytes, DefaultMaxValueBytes)
 	setDefault(&c.InlineBelow, DefaultInlineBelow)
+	setDefault(&c.FetchMinBytes, DefaultFetchMinBytes)
 	setDefault(&c.FetchMaxBytes, DefaultFetchMaxBytes)
 	setDefault(&c.FetchMaxWait, DefaultFetchMaxWait)
 	setDefault(&c.SessionTimeout, DefaultSessionTimeout)
@@ -224,6 +236,8 @@ func (c *Config) Validate() error {
 		return errors.New("consume: no dead-letter sink")
 	case c.Workers < 1 || c.MaxInFlight < 1 || c.BatchSize < 1 || c.BatchConcurrency < 1:
 		return errors.New("consume: workers, in-flight bounds, batch size and batch concurrency must be positive")
+	case c.FetchMinBytes < 1 || c.FetchMinBytes > c.FetchMaxBytes:
+		return fmt.Errorf("consume: FetchMinBytes %d must be between 1 and FetchMaxBytes (%d)", c.FetchMinBytes, c.FetchMaxBytes)
 	case c.MaxUncommittedPerPartition < c.MaxInFlightPerPartition:
 		return fmt.Errorf("consume: MaxUncommittedPerPartition %d must be at least MaxInFlightPerPartition %d", c.MaxUncommittedPerPartition, c.MaxInFlightPerPartition)
 	case c.SessionTimeout < 3*c.HeartbeatInterval+DrainMargin:

@@ -25,7 +25,7 @@ func (g *generation[T]) openReader(p *partition, start int64) bool {
 		Brokers:        c.cfg.Brokers,
 		Topic:          p.topic,
 		Partition:      p.id,
-		MinBytes:       1,
+		MinBytes:       c.cfg.FetchMinBytes,
 		MaxBytes:       c.cfg.FetchMaxBytes,
 		MaxWait:        c.cfg.FetchMaxWait,
 		QueueCapacity:  256,

@@ -12,6 +12,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	libconfig "github.com/notiflow/notiflow/lib/config"
+	"github.com/notiflow/notiflow/lib/consume"
 	"github.com/notiflow/notiflow/lib/kafkax"
 	"github.com/notiflow/notiflow/lib/obs"
 )
@@ -43,6 +44,14 @@ type Config struct {
 	FlushTimeout     time.Duration `env:"NOTIFLOW_FLUSH_TIMEOUT" default:"30s"`
 	RetryBackoffMax  time.Duration `env:"NOTIFLOW_RETRY_BACKOFF_MAX" default:"2s"`
 	MaxInFlight      int           `env:"NOTIFLOW_MAX_IN_FLIGHT" default:"5000"`
+	// FetchMinBytes is the least data Kafka gathers for one fetch of a
+	// partition of results before it answers (or after 250ms, the
+	// consumer's fetch wait). Results arrive in small batches on every
+	// partition; fuller fetches cost the broker fewer requests
+	// (bench/README.md, what Kafka spends), and the sink, which waits a
+	// second of idle for a batch anyway, does not need each result the
+	// moment it lands. 1 answers at once. Not used in naive mode.
+	FetchMinBytes int `env:"NOTIFLOW_FETCH_MIN_BYTES" default:"65536"`
 	// Naive writes one row and commits one offset per record: the
 	// baseline every sink benchmark compares against.
 	Naive bool `env:"NOTIFLOW_SINK_NAIVE" default:"false"`
@@ -105,6 +114,9 @@ func (c Config) Validate() error {
 	if c.MaxInFlight < c.BatchSize*(c.FlushConcurrency+1) {
 		add("NOTIFLOW_MAX_IN_FLIGHT", "must be at least NOTIFLOW_BATCH_SIZE x (NOTIFLOW_FLUSH_CONCURRENCY+1) = %d so that every flusher can get a full batch, got %d",
 			c.BatchSize*(c.FlushConcurrency+1), c.MaxInFlight)
+	}
+	if c.FetchMinBytes < 1 || c.FetchMinBytes > consume.DefaultFetchMaxBytes {
+		add("NOTIFLOW_FETCH_MIN_BYTES", "must be between 1 and %d (the consumer's largest fetch), got %d", consume.DefaultFetchMaxBytes, c.FetchMinBytes)
 	}
 	// The consumer's drain (3/4 of it) must stay below its 30s rebalance
 	// timeout.

@@ -84,6 +84,8 @@ type ConsumerConfig struct {
 	MaxInFlight      int
 	DrainTimeout     time.Duration
 	BackoffMax       time.Duration
+	// FetchMinBytes is the batched mode's consume.Config.FetchMinBytes.
+	FetchMinBytes int
 
 	DLQ        consume.DeadLetterer
 	Logger     *slog.Logger
@@ -133,6 +135,7 @@ func NewConsumer(cfg ConsumerConfig, sink *app.Sink) (*consume.Consumer[domain.R
 	cc.BatchIdle = cfg.BatchIdle
 	cc.BatchMaxAge = cfg.BatchMaxAge
 	cc.BatchConcurrency = cfg.FlushConcurrency
+	cc.FetchMinBytes = cfg.FetchMinBytes
 	cc.BatchMaxAttempts = 0
 	return consume.NewBatch[domain.Result](cc, Decode, sink)
 }

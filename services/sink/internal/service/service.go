@@ -96,6 +96,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, reg *promethe
 		BatchIdle:        cfg.BatchIdle,
 		BatchMaxAge:      cfg.BatchMaxAge,
 		FlushConcurrency: cfg.FlushConcurrency,
+		FetchMinBytes:    cfg.FetchMinBytes,
 		MaxInFlight:      cfg.MaxInFlight,
 		DrainTimeout:     cfg.DrainTimeout(),
 		BackoffMax:       cfg.RetryBackoffMax,
