@@ -14,7 +14,7 @@ import (
 )
 
 // TestFetchMinBytesGathersATrickle: with FetchMinBytes above what a
-// trickle of records carries, the broker holds each fetch until
+// trickle of records carries, the broker holds each fetch for most of
 // FetchMaxWait, so records produced one by one reach the handler together
 // (one batch, although the batch's idle time is shorter than the gap
 // between two records), and none is held back for good. With the default
@@ -24,7 +24,7 @@ func TestFetchMinBytesGathersATrickle(t *testing.T) {
 	t.Parallel()
 	brokers := testkit.KafkaBrokers(t)
 	topic := testkit.Topic(t, brokers, 1)
-	const trickle, gap, wait = 20, 30 * time.Millisecond, time.Second
+	const trickle, gap, wait = 20, 30 * time.Millisecond, 3 * time.Second // the broker holds a fetch 2 s of the wait
 	var mu sync.Mutex
 	var sizes []int
 	total := 0
@@ -79,8 +79,8 @@ func TestFetchMinBytesGathersATrickle(t *testing.T) {
 	}
 }
 
-// FetchMinBytes defaults to 1 (answer at once) and must lie between 1 and
-// FetchMaxBytes.
+// TestConfigFetchMinBytes: FetchMinBytes defaults to 1 (answer at once)
+// and must lie between 1 and FetchMaxBytes.
 func TestConfigFetchMinBytes(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
@@ -104,5 +104,47 @@ func TestConfigFetchMinBytes(t *testing.T) {
 		case tt.wantErr == "" && cfg.FetchMinBytes != tt.want:
 			t.Errorf("FetchMinBytes %d: set to %d, want %d", tt.give, cfg.FetchMinBytes, tt.want)
 		}
+	}
+}
+
+// TestStopWaitsForOneHeldFetch: a reader's Close waits for its fetch in
+// progress, which the broker holds while a partition is idle; the
+// generation closes its readers at once, so stopping a consumer of many
+// idle partitions takes about one held fetch, not one per partition.
+func TestStopWaitsForOneHeldFetch(t *testing.T) {
+	t.Parallel()
+	brokers := testkit.KafkaBrokers(t)
+	const partitions, wait = 12, 2 * time.Second // kafka-go lets the broker hold a fetch 1 s of it
+	topic := testkit.Topic(t, brokers, partitions)
+	produceSeq(t, brokers, topic, 240, 240, 10) // every partition gets records
+	var mu sync.Mutex
+	total := 0
+	cfg := baseConfig(t, brokers, topic)
+	cfg.FetchMaxWait = wait
+	c, err := New(cfg, decodeSeq, HandlerFunc[seqRec](func(context.Context, *Record[seqRec]) error {
+		mu.Lock()
+		defer mu.Unlock()
+		total++
+		return nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runConsumer(t, c)
+	testkit.Eventually(t, 30*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if total != 240 {
+			return fmt.Errorf("%d of 240 records handled", total)
+		}
+		return nil
+	})
+	time.Sleep(wait) // every partition idle, a held fetch in progress on each: the state under test, not a wait for a condition
+	start := time.Now()
+	stop()
+	// One reader after the other would take up to a held fetch each,
+	// several seconds for 12 partitions.
+	if took := time.Since(start); took > 4*time.Second {
+		t.Errorf("stopping took %s, want about one held fetch (1 s) for %d idle partitions", took.Round(time.Millisecond), partitions)
 	}
 }

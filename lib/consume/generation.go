@@ -199,11 +199,16 @@ func (c *Consumer[T]) runGeneration(ctx, gctx context.Context, gen *kafka.Genera
 	// returned sees fetchCtx ended and returns at once.
 	watchdog.Wait()
 	fetchers.wait()
+	// A reader's Close waits for its fetch in progress, which the broker
+	// may hold for most of FetchMaxWait: the readers close at once, so
+	// that the drain waits for one such fetch, not one per partition.
+	var closing sync.WaitGroup
 	for _, p := range g.parts {
 		if p.reader != nil {
-			_ = p.reader.Close()
+			closing.Go(func() { _ = p.reader.Close() })
 		}
 	}
+	closing.Wait()
 
 	// Drain: nothing new is submitted from here on.
 	if g.batchIn != nil {

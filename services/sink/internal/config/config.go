@@ -45,13 +45,13 @@ type Config struct {
 	RetryBackoffMax  time.Duration `env:"NOTIFLOW_RETRY_BACKOFF_MAX" default:"2s"`
 	MaxInFlight      int           `env:"NOTIFLOW_MAX_IN_FLIGHT" default:"5000"`
 	// FetchMinBytes is the least data Kafka gathers for one fetch of a
-	// partition of results before it answers (or after 250ms, the
-	// consumer's fetch wait). Results arrive in small batches on every
-	// partition; fuller fetches cost the broker fewer requests
-	// (bench/README.md, what Kafka spends), and the sink, which waits a
-	// second of idle for a batch anyway, does not need each result the
-	// moment it lands. 1 answers at once. Not used in naive mode.
-	FetchMinBytes int `env:"NOTIFLOW_FETCH_MIN_BYTES" default:"65536"`
+	// partition of results before it answers (lib/consume's
+	// Config.FetchMinBytes, with its default fetch wait). 1, the default,
+	// answers at once; more trades latency of every result (and of the
+	// inbox channel's deliveries, which the sink's rows are) for fewer
+	// broker requests (bench/README.md, what Kafka spends). Not used in
+	// naive mode.
+	FetchMinBytes int `env:"NOTIFLOW_FETCH_MIN_BYTES" default:"1"`
 	// Naive writes one row and commits one offset per record: the
 	// baseline every sink benchmark compares against.
 	Naive bool `env:"NOTIFLOW_SINK_NAIVE" default:"false"`

@@ -26,7 +26,7 @@ func TestDefaultsAreValid(t *testing.T) {
 	want := Config{
 		HTTPAddr: ":8082", APIToken: "s3cret", LogLevel: "info", GCPercent: 400, MySQLDSN: "notiflow:notiflow@tcp(127.0.0.1:3306)/notiflow?parseTime=true&loc=UTC",
 		Group: "notiflow-sink", BatchSize: 200, BatchIdle: time.Second, BatchMaxAge: 2 * time.Second, FlushConcurrency: 4,
-		FlushTimeout: 30 * time.Second, RetryBackoffMax: 2 * time.Second, MaxInFlight: 5000, FetchMinBytes: 65536, ShutdownTimeout: 20 * time.Second,
+		FlushTimeout: 30 * time.Second, RetryBackoffMax: 2 * time.Second, MaxInFlight: 5000, FetchMinBytes: 1, ShutdownTimeout: 20 * time.Second,
 		HTTP: c.HTTP, Kafka: c.Kafka, // lib/obs and lib/kafkax test their own
 	}
 	if !reflect.DeepEqual(c, want) {
@@ -49,7 +49,7 @@ func TestValidateNamesTheVariable(t *testing.T) {
 		{map[string]string{"NOTIFLOW_MAX_IN_FLIGHT": "100"}, "NOTIFLOW_MAX_IN_FLIGHT"},
 		{map[string]string{"NOTIFLOW_FETCH_MIN_BYTES": "0"}, "NOTIFLOW_FETCH_MIN_BYTES: must be between 1 and 4194304"},
 		{map[string]string{"NOTIFLOW_FETCH_MIN_BYTES": "4194305"}, "NOTIFLOW_FETCH_MIN_BYTES"},
-		{map[string]string{"NOTIFLOW_FETCH_MIN_BYTES": "1"}, ""},
+		{map[string]string{"NOTIFLOW_FETCH_MIN_BYTES": "65536"}, ""},
 		{map[string]string{"NOTIFLOW_MYSQL_DSN": "nonsense"}, "NOTIFLOW_MYSQL_DSN"},
 		{map[string]string{"NOTIFLOW_SHUTDOWN_TIMEOUT": "60s"}, "NOTIFLOW_SHUTDOWN_TIMEOUT"},
 		{map[string]string{"NOTIFLOW_GROUP": " "}, ""},
