@@ -167,8 +167,8 @@ type Config struct {
 	FetchMaxBytes int
 	// FetchMaxWait bounds one fetch: the broker holds a fetch waiting for
 	// FetchMinBytes for kafka-go's share of it (three quarters of it
-	// below 1.33 s, 1 s less above), and a reader's Close waits for a
-	// fetch in progress.
+	// below 1 s, 1 s less from 1 s up, so very little just above 1 s),
+	// and a reader's Close waits for a fetch in progress.
 	FetchMaxWait      time.Duration
 	SessionTimeout    time.Duration
 	HeartbeatInterval time.Duration

@@ -200,7 +200,7 @@ func (c *Consumer[T]) runGeneration(ctx, gctx context.Context, gen *kafka.Genera
 	watchdog.Wait()
 	fetchers.wait()
 	// A reader's Close waits for its fetch in progress, which the broker
-	// may hold for most of FetchMaxWait: the readers close at once, so
+	// may hold for up to FetchMaxWait: the readers close at once, so
 	// that the drain waits for one such fetch, not one per partition.
 	var closing sync.WaitGroup
 	for _, p := range g.parts {
