@@ -30,17 +30,37 @@ type CostSnapshot struct {
 	At   time.Time
 	CPU  map[string]float64 // by process name; a process not readable is absent
 	Rows map[string]int64   // by RowCounters key; empty when MariaDB was not read
+	// JIT is the CPU seconds of the JIT compiler threads of the
+	// processes named in JVMs, by name (absent when not readable).
+	JIT map[string]float64
 }
+
+// JVMs names the processes of a cost snapshot that are Java virtual
+// machines (Kafka's broker), whose JIT compiler threads' CPU a snapshot
+// also reads: a broker just started compiles its code for dozens of runs,
+// and a run's Kafka figure is then largely warm-up (bench/README.md).
+var JVMs = []string{"kafka"}
+
+// jitThreads are the name prefixes of HotSpot's JIT compiler threads
+// ("C2 CompilerThread0", cut by the kernel to 15 bytes).
+var jitThreads = []string{"C1 CompilerThre", "C2 CompilerThre"}
 
 // TakeCostSnapshot reads the CPU time of pids and, when db is not nil,
 // MariaDB's global row counters (SHOW GLOBAL STATUS: the whole server, so
 // a run's report includes every client's work, the benchmark's own
 // observation too).
 func TakeCostSnapshot(ctx context.Context, pids map[string]int, db *sql.DB) (CostSnapshot, error) {
-	s := CostSnapshot{At: time.Now(), CPU: map[string]float64{}, Rows: map[string]int64{}}
+	s := CostSnapshot{At: time.Now(), CPU: map[string]float64{}, Rows: map[string]int64{}, JIT: map[string]float64{}}
 	for name, pid := range pids {
 		if v := testkit.ProcessCPUSeconds(pid); v >= 0 {
 			s.CPU[name] = v
+		}
+	}
+	for _, name := range JVMs {
+		if pid, ok := pids[name]; ok {
+			if v := testkit.ThreadsCPUSeconds(pid, jitThreads...); v >= 0 {
+				s.JIT[name] = v
+			}
 		}
 	}
 	if db == nil {
@@ -84,7 +104,15 @@ type Cost struct {
 	// MariaDBRowsPerNotification is MariaDB's row work in the run window
 	// per notification (written, readByKey, readNext, deleted, updated).
 	MariaDBRowsPerNotification map[string]float64 `json:"mariadbRowsPerNotification,omitempty"`
+	// JITShare is, for each JVM (JVMs), the share of its run-window CPU
+	// its JIT compiler threads used (0 to 1): high while the JVM is
+	// still warming up, when its figure overstates its steady cost.
+	JITShare map[string]float64 `json:"jitShare,omitempty"`
 }
+
+// ColdJIT is the JITShare above which a run's report warns that a JVM
+// was still compiling its code.
+const ColdJIT = 0.1
 
 // ComputeCost derives the cost of a run of n notifications from snapshots
 // at the benchmark's start, the due time and the run's end.
@@ -98,6 +126,15 @@ func ComputeCost(start, due, end CostSnapshot, n int64) Cost {
 		return c
 	}
 	c.CPUMicrosPerNotification = perNotification(c.RunCPUSec, n)
+	for name, end := range end.JIT {
+		start, ok := due.JIT[name]
+		if cpu := c.RunCPUSec[name]; ok && cpu > 0 {
+			if c.JITShare == nil {
+				c.JITShare = map[string]float64{}
+			}
+			c.JITShare[name] = round(min(max(end-start, 0)/cpu, 1), 2)
+		}
+	}
 	if len(due.Rows) > 0 && len(end.Rows) > 0 {
 		c.MariaDBRowsPerNotification = map[string]float64{}
 		for counter, name := range RowCounters {

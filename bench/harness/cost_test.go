@@ -39,6 +39,22 @@ func TestComputeCostSplitsSetupAndRunWindow(t *testing.T) {
 	}
 }
 
+// TestComputeCostJITShare: a JVM's JIT share is its compiler threads' CPU
+// over its own in the run window; a process without compiler threads, or
+// without a JIT reading at the due time, has none.
+func TestComputeCostJITShare(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	due := CostSnapshot{At: t0, CPU: map[string]float64{"kafka": 10, "redis": 1, "other": 1}, JIT: map[string]float64{"kafka": 4}}
+	end := CostSnapshot{At: t0.Add(time.Second), CPU: map[string]float64{"kafka": 14, "redis": 2, "other": 2}, JIT: map[string]float64{"kafka": 5, "other": 1}}
+	c := ComputeCost(due, due, end, 1000)
+	if len(c.JITShare) != 1 || c.JITShare["kafka"] != 0.25 {
+		t.Errorf("JIT share %v, want kafka 0.25 only", c.JITShare)
+	}
+	if c := ComputeCost(due, due, CostSnapshot{At: end.At, CPU: end.CPU}, 1000); c.JITShare != nil {
+		t.Errorf("JIT share %v without a JIT reading at the end, want none", c.JITShare)
+	}
+}
+
 func TestCostRecorderAtPicksFirstSnapshotAfter(t *testing.T) {
 	r := NewCostRecorder(map[string]int{"self": os.Getpid()}, nil)
 	a := r.Take(context.Background())

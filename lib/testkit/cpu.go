@@ -29,6 +29,41 @@ func ProcessCPUSeconds(pid int) float64 {
 	return cpu
 }
 
+// ThreadsCPUSeconds returns the user+system CPU time the threads of pid
+// whose names start with one of prefixes have used so far (the name a
+// thread has in /proc/<pid>/task/<tid>/stat, cut by the kernel at 15
+// bytes), or -1 when pid's threads cannot be read or none matches.
+// Threads that ended are not counted: a delta over a span undercounts
+// threads that ended within it.
+func ThreadsCPUSeconds(pid int, prefixes ...string) float64 {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return -1
+	}
+	sum, found := 0.0, false
+	for _, t := range tasks {
+		b, err := os.ReadFile(filepath.Join(dir, t.Name(), "stat"))
+		if err != nil {
+			continue // the thread ended meanwhile
+		}
+		name, cpu := parseStat(string(b))
+		if cpu < 0 {
+			continue
+		}
+		for _, p := range prefixes {
+			if strings.HasPrefix(name, p) {
+				sum, found = sum+cpu, true
+				break
+			}
+		}
+	}
+	if !found {
+		return -1
+	}
+	return sum
+}
+
 // parseStat returns the command name and the user+system CPU seconds of a
 // /proc/<pid>/stat line (cpu -1 when malformed).
 func parseStat(s string) (name string, cpu float64) {

@@ -3,9 +3,12 @@ package testkit
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -26,6 +29,50 @@ func TestProcessCPUSecondsGrowsWithWork(t *testing.T) {
 	}
 	if got := ProcessCPUSeconds(1 << 30); got != -1 {
 		t.Fatalf("CPU of a missing process = %v, want -1", got)
+	}
+}
+
+// TestThreadsCPUSecondsByName: the CPU of the threads named with a prefix
+// (one thread of this process, given a name of its own, spinning), not of
+// the others, and -1 when no thread has the name.
+func TestThreadsCPUSecondsByName(t *testing.T) {
+	// A name no thread had (a renamed thread of an earlier run of the
+	// test ends asynchronously), at most 15 bytes.
+	name := fmt.Sprintf("nf%d", time.Now().UnixNano()%1e12)
+	if v := ThreadsCPUSeconds(os.Getpid(), name); v != -1 {
+		t.Fatalf("no thread named %q yet: %v, want -1", name, v)
+	}
+	named, stop := make(chan error, 1), make(chan struct{})
+	go func() {
+		runtime.LockOSThread() // never unlocked: the renamed thread ends with the goroutine
+		named <- os.WriteFile(fmt.Sprintf("/proc/self/task/%d/comm", syscall.Gettid()), []byte(name), 0)
+		for x := 0; ; x++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_ = x * x
+		}
+	}()
+	defer close(stop)
+	if err := <-named; err != nil {
+		t.Fatalf("name a thread: %v", err)
+	}
+	namedCPU := func() float64 { return ThreadsCPUSeconds(os.Getpid(), "no such thread", name) }
+	start := namedCPU()
+	if start < 0 {
+		t.Fatalf("the named thread is not found: %v", start)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for namedCPU() < start+0.1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the spinning thread's CPU did not grow by 0.1 s in 10 s (%v, from %v)", namedCPU(), start)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if all, mine := ProcessCPUSeconds(os.Getpid()), namedCPU(); mine > all {
+		t.Errorf("the named thread's CPU %v exceeds the process's %v", mine, all)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -366,6 +367,11 @@ func printReport(title string, res *result) {
 		fmt.Printf("run window %.2fs; CPU-us per notification: %s\n", c.RunWindowSec, harness.FormatByProcess(c.CPUMicrosPerNotification))
 		if len(c.MariaDBRowsPerNotification) > 0 {
 			fmt.Printf("MariaDB rows per notification: %s\n", harness.FormatByProcess(c.MariaDBRowsPerNotification))
+		}
+		for _, name := range slices.Sorted(maps.Keys(c.JITShare)) {
+			if share := c.JITShare[name]; share > harness.ColdJIT {
+				fmt.Printf("warning: %s's JIT compiler used %.0f%% of its CPU in the run window: it is still warming up and its figure overstates its cost (bench/README.md); compare only runs on a warm %s\n", name, share*100, name)
+			}
 		}
 	}
 	if res.Receiver != nil {
