@@ -30,37 +30,37 @@ type CostSnapshot struct {
 	At   time.Time
 	CPU  map[string]float64 // by process name; a process not readable is absent
 	Rows map[string]int64   // by RowCounters key; empty when MariaDB was not read
-	// JIT is the CPU seconds of the JIT compiler threads of the
-	// processes named in JVMs, by name (absent when not readable).
+	// JIT is the CPU seconds of the JIT compiler threads of the JVMs
+	// among the processes, by name (absent when not readable).
 	JIT map[string]float64
 }
 
-// JVMs names the processes of a cost snapshot that are Java virtual
-// machines (Kafka's broker), whose JIT compiler threads' CPU a snapshot
-// also reads: a broker just started compiles its code for dozens of runs,
-// and a run's Kafka figure is then largely warm-up (bench/README.md).
-var JVMs = []string{"kafka"}
+// jvms names the processes of a cost recorder that are Java virtual
+// machines (Kafka's broker, named as testkit.DepPids names it), whose JIT
+// compiler threads' CPU its snapshots also read: a broker just started
+// compiles its code for dozens of runs, and a run's Kafka figure is then
+// largely warm-up (bench/README.md).
+var jvms = []string{"kafka"}
 
 // jitThreads are the name prefixes of HotSpot's JIT compiler threads
 // ("C2 CompilerThread0", cut by the kernel to 15 bytes).
 var jitThreads = []string{"C1 CompilerThre", "C2 CompilerThre"}
 
-// TakeCostSnapshot reads the CPU time of pids and, when db is not nil,
+// TakeCostSnapshot reads the CPU time of pids, the JIT compiler threads'
+// CPU of the JVMs in jit (by process name; nil: none) and, when db is not nil,
 // MariaDB's global row counters (SHOW GLOBAL STATUS: the whole server, so
 // a run's report includes every client's work, the benchmark's own
 // observation too).
-func TakeCostSnapshot(ctx context.Context, pids map[string]int, db *sql.DB) (CostSnapshot, error) {
+func TakeCostSnapshot(ctx context.Context, pids map[string]int, jit map[string]*testkit.Threads, db *sql.DB) (CostSnapshot, error) {
 	s := CostSnapshot{At: time.Now(), CPU: map[string]float64{}, Rows: map[string]int64{}, JIT: map[string]float64{}}
 	for name, pid := range pids {
 		if v := testkit.ProcessCPUSeconds(pid); v >= 0 {
 			s.CPU[name] = v
 		}
 	}
-	for _, name := range JVMs {
-		if pid, ok := pids[name]; ok {
-			if v := testkit.ThreadsCPUSeconds(pid, jitThreads...); v >= 0 {
-				s.JIT[name] = v
-			}
+	for name, threads := range jit {
+		if v := threads.CPUSeconds(); v >= 0 {
+			s.JIT[name] = v
 		}
 	}
 	if db == nil {
@@ -104,7 +104,7 @@ type Cost struct {
 	// MariaDBRowsPerNotification is MariaDB's row work in the run window
 	// per notification (written, readByKey, readNext, deleted, updated).
 	MariaDBRowsPerNotification map[string]float64 `json:"mariadbRowsPerNotification,omitempty"`
-	// JITShare is, for each JVM (JVMs), the share of its run-window CPU
+	// JITShare is, for each JVM (jvms), the share of its run-window CPU
 	// its JIT compiler threads used (0 to 1): high while the JVM is
 	// still warming up, when its figure overstates its steady cost.
 	JITShare map[string]float64 `json:"jitShare,omitempty"`
@@ -183,6 +183,9 @@ type CostRecorder struct {
 	pids map[string]int
 	db   *sql.DB
 
+	jitMu sync.Mutex // a testkit.Threads is not safe for concurrent use
+	jit   map[string]*testkit.Threads
+
 	mu    sync.Mutex
 	snaps []CostSnapshot
 	err   error
@@ -191,13 +194,21 @@ type CostRecorder struct {
 // NewCostRecorder returns a recorder of pids' CPU and, when db is not nil,
 // MariaDB's row counters.
 func NewCostRecorder(pids map[string]int, db *sql.DB) *CostRecorder {
-	return &CostRecorder{pids: pids, db: db}
+	r := &CostRecorder{pids: pids, db: db, jit: map[string]*testkit.Threads{}}
+	for _, name := range jvms {
+		if pid, ok := pids[name]; ok {
+			r.jit[name] = testkit.NewThreads(pid, jitThreads...)
+		}
+	}
+	return r
 }
 
 // Take records a snapshot and returns it; a failed MariaDB read is kept
 // (see Err) and the snapshot has CPU only.
 func (r *CostRecorder) Take(ctx context.Context) CostSnapshot {
-	s, err := TakeCostSnapshot(ctx, r.pids, r.db)
+	r.jitMu.Lock()
+	s, err := TakeCostSnapshot(ctx, r.pids, r.jit, r.db)
+	r.jitMu.Unlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err != nil && ctx.Err() == nil && r.err == nil { // a snapshot cut off by the recorder's stop is no error

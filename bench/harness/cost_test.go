@@ -8,6 +8,8 @@ import (
 	"time"
 
 	_ "github.com/go-sql-driver/mysql"
+
+	"github.com/notiflow/notiflow/lib/testkit"
 )
 
 func TestComputeCostSplitsSetupAndRunWindow(t *testing.T) {
@@ -55,6 +57,27 @@ func TestComputeCostJITShare(t *testing.T) {
 	}
 }
 
+// TestCostRecorderReadsTheBrokersJIT: the recorder's snapshots carry the
+// JIT compiler threads' CPU of the local Kafka broker (make deps's, found
+// by its pid file), a JVM that has compiled code by the time it serves.
+func TestCostRecorderReadsTheBrokersJIT(t *testing.T) {
+	root, err := testkit.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, ok := testkit.DepPids(root)["kafka"]
+	if !ok {
+		t.Fatal("no local Kafka broker (.deps/kafka/kafka.pid): start it with make deps")
+	}
+	r := NewCostRecorder(map[string]int{"kafka": pid}, nil)
+	for range 3 { // the first read lists the broker's threads, the others reuse it
+		s := r.Take(context.Background())
+		if jit, ok := s.JIT["kafka"]; !ok || jit <= 0 || jit > s.CPU["kafka"] {
+			t.Fatalf("broker JIT CPU %v (found %v) of %v in all, want above 0 and at most the broker's", jit, ok, s.CPU["kafka"])
+		}
+	}
+}
+
 func TestCostRecorderAtPicksFirstSnapshotAfter(t *testing.T) {
 	r := NewCostRecorder(map[string]int{"self": os.Getpid()}, nil)
 	a := r.Take(context.Background())
@@ -88,7 +111,7 @@ func TestTakeCostSnapshotReadsMariaDB(t *testing.T) {
 	if _, err := db.ExecContext(ctx, "CREATE TEMPORARY TABLE cost_probe (id INT PRIMARY KEY)"); err != nil {
 		t.Fatal(err)
 	}
-	before, err := TakeCostSnapshot(ctx, nil, db)
+	before, err := TakeCostSnapshot(ctx, nil, nil, db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +123,7 @@ func TestTakeCostSnapshotReadsMariaDB(t *testing.T) {
 	if _, err := db.ExecContext(ctx, "INSERT INTO cost_probe VALUES (1), (2), (3)"); err != nil {
 		t.Fatal(err)
 	}
-	after, err := TakeCostSnapshot(ctx, nil, db)
+	after, err := TakeCostSnapshot(ctx, nil, nil, db)
 	if err != nil {
 		t.Fatal(err)
 	}

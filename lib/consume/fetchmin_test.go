@@ -114,7 +114,7 @@ func TestConfigFetchMinBytes(t *testing.T) {
 func TestStopWaitsForOneHeldFetch(t *testing.T) {
 	t.Parallel()
 	brokers := testkit.KafkaBrokers(t)
-	const partitions, wait = 12, 2 * time.Second // kafka-go lets the broker hold a fetch 1 s of it
+	const partitions, wait = 12, 3 * time.Second // kafka-go lets the broker hold a fetch 2 s of it
 	topic := testkit.Topic(t, brokers, partitions)
 	produceSeq(t, brokers, topic, 240, 240, 10) // every partition gets records
 	var mu sync.Mutex
@@ -139,12 +139,13 @@ func TestStopWaitsForOneHeldFetch(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(wait) // every partition idle, a held fetch in progress on each: the state under test, not a wait for a condition
+	// Every record handled: each reader is in its next fetch, which the
+	// broker holds, the partitions being idle.
 	start := time.Now()
 	stop()
 	// One reader after the other would take up to a held fetch each,
-	// several seconds for 12 partitions.
-	if took := time.Since(start); took > 4*time.Second {
-		t.Errorf("stopping took %s, want about one held fetch (1 s) for %d idle partitions", took.Round(time.Millisecond), partitions)
+	// about 12 s for 12 partitions; at once, about one (2 s).
+	if took := time.Since(start); took > 6*time.Second {
+		t.Errorf("stopping took %s, want about one held fetch (2 s) for %d idle partitions", took.Round(time.Millisecond), partitions)
 	}
 }

@@ -29,39 +29,92 @@ func ProcessCPUSeconds(pid int) float64 {
 	return cpu
 }
 
-// ThreadsCPUSeconds returns the user+system CPU time the threads of pid
-// whose names start with one of prefixes have used so far (the name a
-// thread has in /proc/<pid>/task/<tid>/stat, cut by the kernel at 15
-// bytes), or -1 when pid's threads cannot be read or none matches.
-// Threads that ended are not counted: a delta over a span undercounts
-// threads that ended within it.
-func ThreadsCPUSeconds(pid int, prefixes ...string) float64 {
-	dir := fmt.Sprintf("/proc/%d/task", pid)
-	tasks, err := os.ReadDir(dir)
+// Threads reads the CPU time of the threads of a process whose names
+// start with one of a set of prefixes (the name a thread has in
+// /proc/<pid>/task/<tid>/stat, cut by the kernel at 15 bytes). It lists
+// the process's threads only on the first read, when one of the threads
+// it found has ended or been renamed, and every rescanEvery reads (to find
+// threads started since), and otherwise reads only the stat files of the
+// threads it found: a JVM has a hundred threads, and a benchmark reading
+// two of them ten times a second should not read them all. Threads that
+// ended are not counted, so a delta over a span undercounts a thread that
+// ended within it. Not safe for concurrent use.
+type Threads struct {
+	pid      int
+	prefixes []string
+	tids     []string
+	reads    int
+}
+
+// rescanEvery is how many reads of a Threads reuse one listing of the
+// process's threads.
+const rescanEvery = 50
+
+// NewThreads returns a reader of the CPU time of pid's threads named with
+// one of prefixes.
+func NewThreads(pid int, prefixes ...string) *Threads {
+	return &Threads{pid: pid, prefixes: prefixes}
+}
+
+// CPUSeconds returns the user+system CPU time the matching threads have
+// used so far, or -1 when the process's threads cannot be read or none
+// matches.
+func (t *Threads) CPUSeconds() float64 {
+	t.reads++
+	if t.tids != nil && t.reads%rescanEvery != 0 {
+		if sum, _, ok := t.read(t.tids, false); ok {
+			return sum
+		}
+	}
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", t.pid))
 	if err != nil {
+		t.tids = nil
 		return -1
 	}
-	sum, found := 0.0, false
-	for _, t := range tasks {
-		b, err := os.ReadFile(filepath.Join(dir, t.Name(), "stat"))
-		if err != nil {
-			continue // the thread ended meanwhile
-		}
-		name, cpu := parseStat(string(b))
-		if cpu < 0 {
-			continue
-		}
-		for _, p := range prefixes {
-			if strings.HasPrefix(name, p) {
-				sum, found = sum+cpu, true
-				break
-			}
-		}
+	all := make([]string, len(tasks))
+	for i, task := range tasks {
+		all[i] = task.Name()
 	}
-	if !found {
+	sum, found, _ := t.read(all, true)
+	if len(found) == 0 {
+		t.tids = nil
 		return -1
 	}
+	t.tids = found
 	return sum
+}
+
+// read sums the CPU of the matching threads among tids and returns them.
+// In a listing (all the process's threads) a thread that ended or does
+// not match is passed over; otherwise (the threads found before) it makes
+// ok false.
+func (t *Threads) read(tids []string, listing bool) (sum float64, found []string, ok bool) {
+	for _, tid := range tids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", t.pid, tid))
+		var name string
+		cpu := -1.0
+		if err == nil {
+			name, cpu = parseStat(string(b))
+		}
+		if cpu < 0 || !t.matches(name) {
+			if listing {
+				continue
+			}
+			return 0, nil, false
+		}
+		sum += cpu
+		found = append(found, tid)
+	}
+	return sum, found, true
+}
+
+func (t *Threads) matches(name string) bool {
+	for _, p := range t.prefixes {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // parseStat returns the command name and the user+system CPU seconds of a

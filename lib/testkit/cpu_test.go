@@ -32,20 +32,35 @@ func TestProcessCPUSecondsGrowsWithWork(t *testing.T) {
 	}
 }
 
-// TestThreadsCPUSecondsByName: the CPU of the threads named with a prefix
-// (one thread of this process, given a name of its own, spinning), not of
-// the others, and -1 when no thread has the name.
-func TestThreadsCPUSecondsByName(t *testing.T) {
+// TestThreadsByName: a Threads reads the CPU of the threads named with one
+// of its prefixes (one thread of this process, given a name of its own,
+// spinning), not of the others; -1 when no thread has the name, again once
+// the named thread is gone.
+func TestThreadsByName(t *testing.T) {
 	// A name no thread had (a renamed thread of an earlier run of the
 	// test ends asynchronously), at most 15 bytes.
 	name := fmt.Sprintf("nf%d", time.Now().UnixNano()%1e12)
-	if v := ThreadsCPUSeconds(os.Getpid(), name); v != -1 {
+	threads := NewThreads(os.Getpid(), "no such thread", name)
+	if v := threads.CPUSeconds(); v != -1 {
 		t.Fatalf("no thread named %q yet: %v, want -1", name, v)
 	}
-	named, stop := make(chan error, 1), make(chan struct{})
+	named, stop, stopped := make(chan error, 1), make(chan struct{}), make(chan struct{})
 	go func() {
-		runtime.LockOSThread() // never unlocked: the renamed thread ends with the goroutine
-		named <- os.WriteFile(fmt.Sprintf("/proc/self/task/%d/comm", syscall.Gettid()), []byte(name), 0)
+		defer close(stopped)
+		// Locked and never unlocked: the thread ends with the goroutine
+		// (the process's main thread would be parked instead, so its name
+		// is put back first).
+		runtime.LockOSThread()
+		comm := fmt.Sprintf("/proc/self/task/%d/comm", syscall.Gettid())
+		old, err := os.ReadFile(comm)
+		if err == nil {
+			err = os.WriteFile(comm, []byte(name), 0)
+		}
+		named <- err
+		if err != nil {
+			return
+		}
+		defer func() { _ = os.WriteFile(comm, old, 0) }()
 		for x := 0; ; x++ {
 			select {
 			case <-stop:
@@ -55,25 +70,34 @@ func TestThreadsCPUSecondsByName(t *testing.T) {
 			_ = x * x
 		}
 	}()
-	defer close(stop)
 	if err := <-named; err != nil {
+		close(stop)
 		t.Fatalf("name a thread: %v", err)
 	}
-	namedCPU := func() float64 { return ThreadsCPUSeconds(os.Getpid(), "no such thread", name) }
-	start := namedCPU()
+	start := threads.CPUSeconds()
 	if start < 0 {
+		close(stop)
 		t.Fatalf("the named thread is not found: %v", start)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for namedCPU() < start+0.1 {
+	for threads.CPUSeconds() < start+0.1 {
 		if time.Now().After(deadline) {
-			t.Fatalf("the spinning thread's CPU did not grow by 0.1 s in 10 s (%v, from %v)", namedCPU(), start)
+			close(stop)
+			t.Fatalf("the spinning thread's CPU did not grow by 0.1 s in 10 s (%v, from %v)", threads.CPUSeconds(), start)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // polling the condition above
 	}
-	if all, mine := ProcessCPUSeconds(os.Getpid()), namedCPU(); mine > all {
+	if all, mine := ProcessCPUSeconds(os.Getpid()), threads.CPUSeconds(); mine > all {
 		t.Errorf("the named thread's CPU %v exceeds the process's %v", mine, all)
 	}
+	close(stop)
+	<-stopped
+	Eventually(t, 10*time.Second, func() error {
+		if v := threads.CPUSeconds(); v != -1 {
+			return fmt.Errorf("the named thread ended (or got its name back), still read %v", v)
+		}
+		return nil
+	})
 }
 
 func TestParseStatNameWithSpacesAndParens(t *testing.T) {
