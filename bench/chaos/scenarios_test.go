@@ -368,7 +368,13 @@ func (w *world) lockHolder(t *testing.T) *harness.Proc {
 // tombstones are skipped, not dead lettered.
 func (w *world) injectPoison(t *testing.T) map[string]string {
 	t.Helper()
-	wr := &kafka.Writer{Addr: kafka.TCP(w.deps.Kafka), RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond, Balancer: &kafka.Murmur2Balancer{}}
+	// A transport of its own: kafka-go's default one is shared by the whole
+	// test process and answers from a metadata cache refreshed every 6 s,
+	// which may predate the topics the services created for this scenario
+	// (the write then fails with Unknown Topic Or Partition).
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	wr := &kafka.Writer{Addr: kafka.TCP(w.deps.Kafka), Transport: tr, RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond, Balancer: &kafka.Murmur2Balancer{}}
 	defer wr.Close()
 	want := map[string]string{}
 	var msgs []kafka.Message
